@@ -1,0 +1,126 @@
+"""Scaled dot-product and multi-head attention (§3.2), with padding/causal masks and a KV cache.
+
+Shapes use B = batch, L = query length, S = key length, H = heads (h), K = d_k, V = d_v, D = d_model.
+"""
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from transformer_jax.model.params import dense_param, zeros_param
+
+Mask = jax.Array  # bool [B, 1, L, S]: True where a query may attend to a key.
+
+
+def padding_mask(q_segments: jax.Array, k_segments: jax.Array) -> Mask:
+    """Allows attention only within the same segment and never to padding (segment 0), §3.2.3.
+
+    Args:
+      q_segments: int [B, L] segment ids of the queries (1, 2, … for packed sentences; 0 = padding).
+      k_segments: int [B, S] segment ids of the keys.
+    Returns:
+      bool [B, 1, L, S].
+    """
+    same = q_segments[:, :, None] == k_segments[:, None, :]
+    return (same & (k_segments[:, None, :] != 0))[:, None]
+
+
+def causal_mask(length: int) -> Mask:
+    """§3.2.3: position i may attend to positions ≤ i ("preventing leftward information flow"). [1, 1, L, L]."""
+    return jnp.tril(jnp.ones((length, length), dtype=bool))[None, None]
+
+
+def scaled_dot_product_attention(
+    q: jax.Array, k: jax.Array, v: jax.Array, mask: Mask | None, dropout_rate: float = 0.0,
+    dropout_key: jax.Array | None = None,
+) -> jax.Array:
+    """§3.2.1: softmax(Q Kᵀ / √d_k) V, per head.
+
+    Illegal connections are set to -inf-like values *before* the softmax and their weights are then exactly 0
+    (also for fully masked query rows, e.g. padding queries). Logits and softmax are computed in float32.
+
+    Args:
+      q: [B, L, H, K]; k: [B, S, H, K]; v: [B, S, H, V]; mask: bool broadcastable to [B, H, L, S].
+    Returns:
+      [B, L, H, V] in v's dtype.
+    """
+    d_k = q.shape[-1]
+    logits = jnp.einsum("blhk,bshk->bhls", q, k, preferred_element_type=jnp.float32) / jnp.sqrt(d_k).astype(
+        jnp.float32
+    )
+    if mask is not None:
+        logits = jnp.where(mask, logits, jnp.finfo(jnp.float32).min)
+    weights = jax.nn.softmax(logits, axis=-1)
+    if mask is not None:
+        weights = jnp.where(mask, weights, 0.0)  # exactly 0, even where a whole row is masked
+    if dropout_key is not None and dropout_rate > 0.0:
+        keep = jax.random.bernoulli(dropout_key, 1.0 - dropout_rate, weights.shape)
+        weights = jnp.where(keep, weights / (1.0 - dropout_rate), 0.0)
+    return jnp.einsum("bhls,bshv->blhv", weights.astype(v.dtype), v)
+
+
+class MultiHeadAttention(nnx.Module):
+    """§3.2.2: MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
+
+    ``num_heads``, ``d_k`` and ``d_v`` are independent (Table 3 rows A and B): W^Q, W^K map d_model → h·d_k,
+    W^V maps d_model → h·d_v and W^O maps h·d_v → d_model.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, d_k: int, d_v: int, *, use_bias: bool,
+                 dropout_rate: float, dtype: jnp.dtype, rngs: nnx.Rngs):
+        self.num_heads, self.d_k, self.d_v, self.dtype = num_heads, d_k, d_v, dtype
+        self.dropout_rate = dropout_rate
+        self.use_bias = use_bias
+        self.w_q = dense_param(rngs, (d_model, num_heads, d_k), ("embed", "heads", "kv"), fan_in=d_model)
+        self.w_k = dense_param(rngs, (d_model, num_heads, d_k), ("embed", "heads", "kv"), fan_in=d_model)
+        self.w_v = dense_param(rngs, (d_model, num_heads, d_v), ("embed", "heads", "kv"), fan_in=d_model)
+        self.w_o = dense_param(rngs, (num_heads, d_v, d_model), ("heads", "kv", "embed"), fan_in=num_heads * d_v)
+        if use_bias:
+            self.b_q = zeros_param((num_heads, d_k), ("heads", "kv"))
+            self.b_k = zeros_param((num_heads, d_k), ("heads", "kv"))
+            self.b_v = zeros_param((num_heads, d_v), ("heads", "kv"))
+            self.b_o = zeros_param((d_model,), ("embed",))
+
+    def _project(self, x: jax.Array, w: nnx.Param, b: nnx.Param | None) -> jax.Array:
+        y = jnp.einsum("bld,dhk->blhk", x.astype(self.dtype), w[...].astype(self.dtype))
+        return y + b[...].astype(self.dtype) if b is not None else y
+
+    def query(self, x: jax.Array) -> jax.Array:
+        """[B, L, D] → Q [B, L, H, K]."""
+        return self._project(x, self.w_q, self.b_q if self.use_bias else None)
+
+    def key_value(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """[B, S, D] → K [B, S, H, K], V [B, S, H, V] (cached once per sentence for cross-attention)."""
+        k = self._project(x, self.w_k, self.b_k if self.use_bias else None)
+        v = self._project(x, self.w_v, self.b_v if self.use_bias else None)
+        return k, v
+
+    def attend(self, q: jax.Array, k: jax.Array, v: jax.Array, mask: Mask | None,
+               dropout_key: jax.Array | None = None) -> jax.Array:
+        """Attention over given K/V, then W^O: returns [B, L, D]."""
+        heads = scaled_dot_product_attention(q, k, v, mask, self.dropout_rate, dropout_key)  # [B, L, H, V]
+        out = jnp.einsum("blhv,hvd->bld", heads, self.w_o[...].astype(self.dtype))
+        return out + self.b_o[...].astype(self.dtype) if self.use_bias else out
+
+    def __call__(self, x_q: jax.Array, x_kv: jax.Array, mask: Mask | None,
+                 dropout_key: jax.Array | None = None) -> jax.Array:
+        """Queries from ``x_q`` [B, L, D], keys and values from ``x_kv`` [B, S, D]; returns [B, L, D]."""
+        k, v = self.key_value(x_kv)
+        return self.attend(self.query(x_q), k, v, mask, dropout_key)
+
+    def step(self, x: jax.Array, k_cache: jax.Array, v_cache: jax.Array,
+             index: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """One decoding step of masked self-attention with a growing K/V cache.
+
+        Args:
+          x: [B, 1, D], the current position's input.
+          k_cache: [B, T, H, K]; v_cache: [B, T, H, V] (T = max decode length).
+          index: int32 scalar, the current position; attends to positions 0..index only.
+        Returns:
+          ([B, 1, D], k_cache, v_cache) with this position's K/V written at ``index``.
+        """
+        k, v = self.key_value(x)
+        k_cache = jax.lax.dynamic_update_slice_in_dim(k_cache, k.astype(k_cache.dtype), index, axis=1)
+        v_cache = jax.lax.dynamic_update_slice_in_dim(v_cache, v.astype(v_cache.dtype), index, axis=1)
+        mask = (jnp.arange(k_cache.shape[1]) <= index)[None, None, None, :]
+        return self.attend(self.query(x), k_cache, v_cache, mask), k_cache, v_cache

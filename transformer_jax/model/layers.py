@@ -1,0 +1,140 @@
+"""Encoder and decoder layers (§3.1) and the position-wise feed-forward network (§3.3).
+
+Each sublayer is wrapped as in §3.1/§5.4: ``LayerNorm(x + Dropout(Sublayer(x)))`` (post-LN, the paper), or
+``x + Dropout(Sublayer(LayerNorm(x)))`` with ``norm_position="pre"`` (tensor2tensor v2+, the Flax WMT example).
+"""
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from transformer_jax.model.attention import Mask, MultiHeadAttention
+from transformer_jax.model.params import dense_param, ones_param, zeros_param
+
+
+def dropout(x: jax.Array, rate: float, key: jax.Array | None) -> jax.Array:
+    """Inverted dropout (§5.4); identity when ``key`` is None (evaluation) or ``rate`` is 0."""
+    if key is None or rate == 0.0:
+        return x
+    keep = jax.random.bernoulli(key, 1.0 - rate, x.shape)
+    return jnp.where(keep, x / (1.0 - rate), 0).astype(x.dtype)
+
+
+def fold(key: jax.Array | None, i: int) -> jax.Array | None:
+    """A distinct dropout key per site: ``fold_in(key, i)``; None stays None (no dropout)."""
+    return None if key is None else jax.random.fold_in(key, i)
+
+
+class LayerNorm(nnx.Module):
+    """Layer normalization (Ba et al., 2016), computed in float32, with gain and bias."""
+
+    def __init__(self, d_model: int, epsilon: float):
+        self.scale = ones_param((d_model,), ("embed",))
+        self.bias = zeros_param((d_model,), ("embed",))
+        self.epsilon = epsilon
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        y = x.astype(jnp.float32)
+        mean = y.mean(-1, keepdims=True)
+        var = jnp.square(y - mean).mean(-1, keepdims=True)
+        y = (y - mean) * jax.lax.rsqrt(var + self.epsilon)
+        return (y * self.scale[...] + self.bias[...]).astype(x.dtype)
+
+
+class FeedForward(nnx.Module):
+    """§3.3: FFN(x) = max(0, x W1 + b1) W2 + b2, inner size d_ff."""
+
+    def __init__(self, d_model: int, d_ff: int, *, use_bias: bool, relu_dropout_rate: float, dtype: jnp.dtype,
+                 rngs: nnx.Rngs):
+        self.w_1 = dense_param(rngs, (d_model, d_ff), ("embed", "mlp"), fan_in=d_model)
+        self.w_2 = dense_param(rngs, (d_ff, d_model), ("mlp", "embed"), fan_in=d_ff)
+        self.use_bias, self.relu_dropout_rate, self.dtype = use_bias, relu_dropout_rate, dtype
+        if use_bias:
+            self.b_1 = zeros_param((d_ff,), ("mlp",))
+            self.b_2 = zeros_param((d_model,), ("embed",))
+
+    def __call__(self, x: jax.Array, dropout_key: jax.Array | None = None) -> jax.Array:
+        h = jnp.einsum("bld,df->blf", x.astype(self.dtype), self.w_1[...].astype(self.dtype))
+        h = jax.nn.relu(h + self.b_1[...].astype(self.dtype) if self.use_bias else h)
+        h = dropout(h, self.relu_dropout_rate, dropout_key)
+        y = jnp.einsum("blf,fd->bld", h, self.w_2[...].astype(self.dtype))
+        return y + self.b_2[...].astype(self.dtype) if self.use_bias else y
+
+
+class Residual(nnx.Module):
+    """§3.1 residual connection + LayerNorm around one sublayer, with dropout on its output (§5.4)."""
+
+    def __init__(self, d_model: int, *, norm_position: str, dropout_rate: float, epsilon: float):
+        if norm_position not in ("post", "pre"):
+            raise ValueError(f"norm_position must be 'post' (the paper) or 'pre', got {norm_position!r}.")
+        self.norm = LayerNorm(d_model, epsilon)
+        self.pre = norm_position == "pre"
+        self.dropout_rate = dropout_rate
+
+    def __call__(self, x: jax.Array, sublayer: Callable[[jax.Array], jax.Array],
+                 dropout_key: jax.Array | None) -> jax.Array:
+        if self.pre:
+            return x + dropout(sublayer(self.norm(x)), self.dropout_rate, dropout_key)
+        return self.norm(x + dropout(sublayer(x), self.dropout_rate, dropout_key))
+
+
+def _attention(m, rngs: nnx.Rngs) -> MultiHeadAttention:
+    return MultiHeadAttention(m.d_model, m.num_heads, m.d_k, m.d_v, use_bias=m.use_bias,
+                              dropout_rate=m.attention_dropout_rate, dtype=jnp.dtype(m.dtype), rngs=rngs)
+
+
+def _ffn(m, rngs: nnx.Rngs) -> FeedForward:
+    return FeedForward(m.d_model, m.d_ff, use_bias=m.use_bias, relu_dropout_rate=m.relu_dropout_rate,
+                       dtype=jnp.dtype(m.dtype), rngs=rngs)
+
+
+def _residual(m) -> Residual:
+    return Residual(m.d_model, norm_position=m.norm_position, dropout_rate=m.dropout_rate,
+                    epsilon=m.layer_norm_epsilon)
+
+
+class EncoderLayer(nnx.Module):
+    """§3.1 encoder layer: multi-head self-attention, then the FFN, each in a residual + LayerNorm."""
+
+    def __init__(self, m, *, rngs: nnx.Rngs):
+        self.self_attention, self.self_attention_residual = _attention(m, rngs), _residual(m)
+        self.ffn, self.ffn_residual = _ffn(m, rngs), _residual(m)
+
+    def __call__(self, x: jax.Array, mask: Mask, dropout_key: jax.Array | None = None) -> jax.Array:
+        x = self.self_attention_residual(
+            x, lambda y: self.self_attention(y, y, mask, fold(dropout_key, 0)), fold(dropout_key, 1))
+        return self.ffn_residual(x, lambda y: self.ffn(y, fold(dropout_key, 2)), fold(dropout_key, 3))
+
+
+class DecoderLayer(nnx.Module):
+    """§3.1 decoder layer: masked self-attention, encoder-decoder attention, FFN (each residual + LayerNorm)."""
+
+    def __init__(self, m, *, rngs: nnx.Rngs):
+        self.self_attention, self.self_attention_residual = _attention(m, rngs), _residual(m)
+        self.cross_attention, self.cross_attention_residual = _attention(m, rngs), _residual(m)
+        self.ffn, self.ffn_residual = _ffn(m, rngs), _residual(m)
+
+    def __call__(self, y: jax.Array, memory: jax.Array, self_mask: Mask, cross_mask: Mask,
+                 dropout_key: jax.Array | None = None) -> jax.Array:
+        y = self.self_attention_residual(
+            y, lambda z: self.self_attention(z, z, self_mask, fold(dropout_key, 0)), fold(dropout_key, 1))
+        y = self.cross_attention_residual(
+            y, lambda z: self.cross_attention(z, memory, cross_mask, fold(dropout_key, 2)), fold(dropout_key, 3))
+        return self.ffn_residual(y, lambda z: self.ffn(z, fold(dropout_key, 4)), fold(dropout_key, 5))
+
+    def step(self, y: jax.Array, cross_kv: tuple[jax.Array, jax.Array], cross_mask: Mask,
+             kv_cache: tuple[jax.Array, jax.Array], index: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+        """One cached decoding step: y [B, 1, D]; cross-attention K/V were computed once per sentence."""
+        new_kv = []
+
+        def self_attend(z):
+            out, k, v = self.self_attention.step(z, *kv_cache, index)
+            new_kv.extend((k, v))
+            return out
+
+        y = self.self_attention_residual(y, self_attend, None)
+        y = self.cross_attention_residual(
+            y, lambda z: self.cross_attention.attend(self.cross_attention.query(z), *cross_kv, cross_mask), None)
+        return self.ffn_residual(y, self.ffn, None), tuple(new_kv)

@@ -1,0 +1,124 @@
+"""The Transformer (§3, Figure 1): encoder, decoder, and cached step-by-step decoding.
+
+API (DESIGN.md "Contracts"):
+  ``encode(inputs) → memory``; teacher-forced ``decode(targets, memory) → logits``;
+  ``prepare_memory(memory, inputs) → state`` (cross-attention K/V computed once per sentence);
+  ``init_cache(batch, max_len) → cache``; ``decode_step(tokens, state, cache) → (logits, cache)``.
+The cache is an explicit pytree whose every leaf has the batch as leading axis (so beam search can reorder it).
+
+Packed rows: ``*_segmentation`` (1, 2, … per sentence, 0 = padding) and ``*_position`` (restarting at 0 per
+sentence) keep attention inside a sentence and restart positions; without them a row is one sentence and
+padding is where the token id is 0. The decoder input is the target shifted right per sentence, starting
+from id 0 (PAD doubles as the start symbol, as in tensor2tensor).
+"""
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+from flax import nnx
+
+from transformer_jax.model.attention import causal_mask, padding_mask
+from transformer_jax.model.embedding import Embedding, PositionalEncoding
+from transformer_jax.model.layers import DecoderLayer, EncoderLayer, LayerNorm, dropout, fold
+
+START_ID = 0  # the decoder's first input (PAD): see the module docstring.
+
+
+def _segments_and_positions(ids: jax.Array, segmentation: jax.Array | None,
+                            position: jax.Array | None) -> tuple[jax.Array, jax.Array]:
+    if segmentation is None:
+        segmentation = (ids != 0).astype(jnp.int32)
+    if position is None:
+        position = jnp.broadcast_to(jnp.arange(ids.shape[1], dtype=jnp.int32), ids.shape)
+    return segmentation, position
+
+
+def shift_right(targets: jax.Array, position: jax.Array) -> jax.Array:
+    """Decoder inputs: target token t-1 at step t, and START_ID where a sentence begins (position 0)."""
+    shifted = jnp.pad(targets, ((0, 0), (1, 0)))[:, :-1]
+    return jnp.where(position == 0, START_ID, shifted)
+
+
+class Transformer(nnx.Module):
+    """Encoder-decoder Transformer (§3) built from ``config.model`` (configs/base.py documents every field)."""
+
+    def __init__(self, m: ml_collections.ConfigDict, *, rngs: nnx.Rngs):
+        dtype = jnp.dtype(m.dtype)
+        self.config = m
+        self.source_embedding = Embedding(m.vocab_size, m.d_model, scale=m.scale_embeddings, dtype=dtype, rngs=rngs)
+        if m.share_embeddings:  # §3.4: one matrix for source, target and pre-softmax projection.
+            self.target_embedding = self.output_projection = self.source_embedding
+        else:
+            self.target_embedding = Embedding(m.vocab_size, m.d_model, scale=m.scale_embeddings, dtype=dtype,
+                                              rngs=rngs)
+            self.output_projection = Embedding(m.vocab_size, m.d_model, scale=False, dtype=dtype, rngs=rngs)
+        self.source_positions = PositionalEncoding(m.positional, m.max_len, m.d_model, rngs=rngs)
+        self.target_positions = PositionalEncoding(m.positional, m.max_len, m.d_model, rngs=rngs)
+        self.encoder_layers = nnx.List([EncoderLayer(m, rngs=rngs) for _ in range(m.num_encoder_layers)])
+        self.decoder_layers = nnx.List([DecoderLayer(m, rngs=rngs) for _ in range(m.num_decoder_layers)])
+        self.pre_ln = m.norm_position == "pre"
+        if self.pre_ln:  # pre-LN needs a final normalization of each stack's output.
+            self.encoder_norm = LayerNorm(m.d_model, m.layer_norm_epsilon)
+            self.decoder_norm = LayerNorm(m.d_model, m.layer_norm_epsilon)
+        self.dropout_rate = m.dropout_rate
+
+    def encode(self, inputs: jax.Array, inputs_segmentation: jax.Array | None = None,
+               inputs_position: jax.Array | None = None, dropout_key: jax.Array | None = None) -> jax.Array:
+        """Encoder stack (§3.1): int [B, S] → memory [B, S, D]. ``dropout_key=None`` means no dropout."""
+        segmentation, position = _segments_and_positions(inputs, inputs_segmentation, inputs_position)
+        x = self.source_positions(self.source_embedding(inputs), position)
+        x = dropout(x, self.dropout_rate, fold(dropout_key, 0))  # §5.4: dropout on embedding + PE sums.
+        mask = padding_mask(segmentation, segmentation)
+        for i, layer in enumerate(self.encoder_layers):
+            x = layer(x, mask, fold(dropout_key, i + 1))
+        return self.encoder_norm(x) if self.pre_ln else x
+
+    def decode(self, targets: jax.Array, memory: jax.Array, inputs: jax.Array,
+               inputs_segmentation: jax.Array | None = None, targets_segmentation: jax.Array | None = None,
+               targets_position: jax.Array | None = None, dropout_key: jax.Array | None = None) -> jax.Array:
+        """Teacher-forced decoder stack (§3.1): targets int [B, T] → float32 logits [B, T, vocab]."""
+        src_segmentation, _ = _segments_and_positions(inputs, inputs_segmentation, None)
+        segmentation, position = _segments_and_positions(targets, targets_segmentation, targets_position)
+        y = self.target_positions(self.target_embedding(shift_right(targets, position)), position)
+        y = dropout(y, self.dropout_rate, fold(dropout_key, 0))
+        self_mask = padding_mask(segmentation, segmentation) & causal_mask(targets.shape[1])
+        cross_mask = padding_mask(segmentation, src_segmentation)
+        for i, layer in enumerate(self.decoder_layers):
+            y = layer(y, memory, self_mask, cross_mask, fold(dropout_key, i + 1))
+        return self.output_projection.logits(self.decoder_norm(y) if self.pre_ln else y)
+
+    def __call__(self, inputs: jax.Array, targets: jax.Array, inputs_segmentation: jax.Array | None = None,
+                 targets_segmentation: jax.Array | None = None, inputs_position: jax.Array | None = None,
+                 targets_position: jax.Array | None = None, dropout_key: jax.Array | None = None) -> jax.Array:
+        """Full forward pass for training: float32 logits [B, T, vocab]."""
+        memory = self.encode(inputs, inputs_segmentation, inputs_position, fold(dropout_key, 0))
+        return self.decode(targets, memory, inputs, inputs_segmentation, targets_segmentation, targets_position,
+                           fold(dropout_key, 1))
+
+    # --- cached decoding (§6.1 beam search drives these) ---
+
+    def prepare_memory(self, memory: jax.Array, inputs: jax.Array) -> dict:
+        """Per-sentence constants for decoding: every layer's cross-attention K/V (computed once) and the mask."""
+        cross_kv = [layer.cross_attention.key_value(memory) for layer in self.decoder_layers]
+        return {"cross_kv": cross_kv, "mask": padding_mask(jnp.ones((inputs.shape[0], 1), jnp.int32),
+                                                           (inputs != 0).astype(jnp.int32))}
+
+    def init_cache(self, batch_size: int, max_len: int) -> dict:
+        """Empty self-attention K/V for ``max_len`` steps; ``index`` [B] is the current position (all equal)."""
+        m = self.config
+        dtype = jnp.dtype(m.dtype)
+        kv = [(jnp.zeros((batch_size, max_len, m.num_heads, m.d_k), dtype),
+               jnp.zeros((batch_size, max_len, m.num_heads, m.d_v), dtype)) for _ in range(m.num_decoder_layers)]
+        return {"kv": kv, "index": jnp.zeros((batch_size,), jnp.int32)}
+
+    def decode_step(self, tokens: jax.Array, memory: dict, cache: dict) -> tuple[jax.Array, dict]:
+        """One decoder step: tokens int [B] (the previous output, START_ID first) → float32 logits [B, vocab]."""
+        index = cache["index"][0]
+        position = jnp.broadcast_to(index, (tokens.shape[0], 1))
+        y = self.target_positions(self.target_embedding(tokens[:, None]), position)
+        new_kv = []
+        for layer, cross_kv, kv in zip(self.decoder_layers, memory["cross_kv"], cache["kv"]):
+            y, layer_kv = layer.step(y, cross_kv, memory["mask"], kv, index)
+            new_kv.append(layer_kv)
+        logits = self.output_projection.logits(self.decoder_norm(y) if self.pre_ln else y)
+        return logits[:, 0], {"kv": new_kv, "index": cache["index"] + 1}
