@@ -36,7 +36,7 @@ def count_parameters(m: ml_collections.ConfigDict) -> dict[str, int]:
     for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]:
         n = math.prod(leaf.shape)
         total += n
-        if any(getattr(p, "key", None) in ("source_embedding", "target_embedding", "output_projection",
+        if any(getattr(p, "key", None) in ("embedding", "source_embedding", "target_embedding", "output_projection",
                                            "source_positions", "target_positions") for p in path):
             embedding += n
     return {"total": total, "embedding": embedding, "nonembedding": total - embedding}

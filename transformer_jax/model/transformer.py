@@ -45,10 +45,12 @@ class Transformer(nnx.Module):
     def __init__(self, m: ml_collections.ConfigDict, *, rngs: nnx.Rngs):
         dtype = jnp.dtype(m.dtype)
         self.config = m
-        self.source_embedding = Embedding(m.vocab_size, m.d_model, scale=m.scale_embeddings, dtype=dtype, rngs=rngs)
-        if m.share_embeddings:  # §3.4: one matrix for source, target and pre-softmax projection.
-            self.target_embedding = self.output_projection = self.source_embedding
+        self.shared = m.share_embeddings
+        if self.shared:  # §3.4: one matrix for source, target and pre-softmax projection.
+            self.embedding = Embedding(m.vocab_size, m.d_model, scale=m.scale_embeddings, dtype=dtype, rngs=rngs)
         else:
+            self.source_embedding = Embedding(m.vocab_size, m.d_model, scale=m.scale_embeddings, dtype=dtype,
+                                              rngs=rngs)
             self.target_embedding = Embedding(m.vocab_size, m.d_model, scale=m.scale_embeddings, dtype=dtype,
                                               rngs=rngs)
             self.output_projection = Embedding(m.vocab_size, m.d_model, scale=False, dtype=dtype, rngs=rngs)
@@ -62,11 +64,17 @@ class Transformer(nnx.Module):
             self.decoder_norm = LayerNorm(m.d_model, m.layer_norm_epsilon)
         self.dropout_rate = m.dropout_rate
 
+    def embeddings(self) -> tuple[Embedding, Embedding, Embedding]:
+        """(source embedding, target embedding, pre-softmax projection): one module three times when shared."""
+        if self.shared:
+            return self.embedding, self.embedding, self.embedding
+        return self.source_embedding, self.target_embedding, self.output_projection
+
     def encode(self, inputs: jax.Array, inputs_segmentation: jax.Array | None = None,
                inputs_position: jax.Array | None = None, dropout_key: jax.Array | None = None) -> jax.Array:
         """Encoder stack (§3.1): int [B, S] → memory [B, S, D]. ``dropout_key=None`` means no dropout."""
         segmentation, position = _segments_and_positions(inputs, inputs_segmentation, inputs_position)
-        x = self.source_positions(self.source_embedding(inputs), position)
+        x = self.source_positions(self.embeddings()[0](inputs), position)
         x = dropout(x, self.dropout_rate, fold(dropout_key, 0))  # §5.4: dropout on embedding + PE sums.
         mask = padding_mask(segmentation, segmentation)
         for i, layer in enumerate(self.encoder_layers):
@@ -79,13 +87,13 @@ class Transformer(nnx.Module):
         """Teacher-forced decoder stack (§3.1): targets int [B, T] → float32 logits [B, T, vocab]."""
         src_segmentation, _ = _segments_and_positions(inputs, inputs_segmentation, None)
         segmentation, position = _segments_and_positions(targets, targets_segmentation, targets_position)
-        y = self.target_positions(self.target_embedding(shift_right(targets, position)), position)
+        y = self.target_positions(self.embeddings()[1](shift_right(targets, position)), position)
         y = dropout(y, self.dropout_rate, fold(dropout_key, 0))
         self_mask = padding_mask(segmentation, segmentation) & causal_mask(targets.shape[1])
         cross_mask = padding_mask(segmentation, src_segmentation)
         for i, layer in enumerate(self.decoder_layers):
             y = layer(y, memory, self_mask, cross_mask, fold(dropout_key, i + 1))
-        return self.output_projection.logits(self.decoder_norm(y) if self.pre_ln else y)
+        return self.embeddings()[2].logits(self.decoder_norm(y) if self.pre_ln else y)
 
     def __call__(self, inputs: jax.Array, targets: jax.Array, inputs_segmentation: jax.Array | None = None,
                  targets_segmentation: jax.Array | None = None, inputs_position: jax.Array | None = None,
@@ -115,10 +123,10 @@ class Transformer(nnx.Module):
         """One decoder step: tokens int [B] (the previous output, START_ID first) → float32 logits [B, vocab]."""
         index = cache["index"][0]
         position = jnp.broadcast_to(index, (tokens.shape[0], 1))
-        y = self.target_positions(self.target_embedding(tokens[:, None]), position)
+        y = self.target_positions(self.embeddings()[1](tokens[:, None]), position)
         new_kv = []
         for layer, cross_kv, kv in zip(self.decoder_layers, memory["cross_kv"], cache["kv"]):
             y, layer_kv = layer.step(y, cross_kv, memory["mask"], kv, index)
             new_kv.append(layer_kv)
-        logits = self.output_projection.logits(self.decoder_norm(y) if self.pre_ln else y)
+        logits = self.embeddings()[2].logits(self.decoder_norm(y) if self.pre_ln else y)
         return logits[:, 0], {"kv": new_kv, "index": cache["index"] + 1}

@@ -1,0 +1,80 @@
+"""Device mesh (data, fsdp, tensor), the logical-axis rules, and placing batches and state on the mesh.
+
+The model names each parameter axis logically (transformer_jax/model/params.py); this file alone maps those
+names to mesh axes. ``fsdp`` shards parameters and optimizer state along ``embed``; ``tensor`` shards heads,
+the FFN's inner dimension and the vocabulary; the batch is split over data × fsdp. An axis whose size the mesh
+axis does not divide stays replicated (e.g. a vocabulary of 2000 on a tensor axis of 3).
+"""
+
+import math
+
+import jax
+import ml_collections
+import numpy as np
+from jax.sharding import AxisType, NamedSharding, PartitionSpec
+
+MESH_AXES = ("data", "fsdp", "tensor")
+BATCH_AXES = ("data", "fsdp")
+
+# logical axis name → mesh axis (None = replicated). The one place that decides how parameters are sharded.
+LOGICAL_AXIS_RULES: dict[str, str | None] = {
+    "embed": "fsdp",
+    "heads": "tensor",
+    "mlp": "tensor",
+    "vocab": "tensor",
+    "kv": None,
+    "length": None,
+}
+
+
+def mesh_shape(mesh_config: ml_collections.ConfigDict, num_devices: int) -> tuple[int, int, int]:
+    """Resolves the (data, fsdp, tensor) sizes; one of them may be -1 = all remaining devices."""
+    sizes = [int(mesh_config[a]) for a in MESH_AXES]
+    if sizes.count(-1) > 1:
+        raise ValueError(f"At most one mesh axis may be -1, got {dict(zip(MESH_AXES, sizes))}.")
+    if -1 in sizes:
+        known = math.prod(s for s in sizes if s != -1)
+        if num_devices % known:
+            raise ValueError(f"{num_devices} devices cannot be split into a mesh {dict(zip(MESH_AXES, sizes))}.")
+        sizes[sizes.index(-1)] = num_devices // known
+    if math.prod(sizes) != num_devices:
+        raise ValueError(f"Mesh {dict(zip(MESH_AXES, sizes))} needs {math.prod(sizes)} devices; "
+                         f"{num_devices} are available.")
+    return tuple(sizes)
+
+
+def make_mesh(mesh_config: ml_collections.ConfigDict, devices: list | None = None) -> jax.sharding.Mesh:
+    """A (data, fsdp, tensor) mesh with explicit Auto axis types over ``devices`` (default: all)."""
+    devices = jax.devices() if devices is None else devices
+    shape = mesh_shape(mesh_config, len(devices))
+    return jax.make_mesh(shape, MESH_AXES, axis_types=(AxisType.Auto,) * 3, devices=devices)
+
+
+def logical_to_spec(logical_axes: tuple[str | None, ...], shape: tuple[int, ...],
+                    mesh: jax.sharding.Mesh) -> PartitionSpec:
+    """PartitionSpec for one parameter from its logical axes (replicated where the size is not divisible)."""
+    spec = []
+    for name, size in zip(logical_axes, shape):
+        axis = LOGICAL_AXIS_RULES.get(name) if name else None
+        spec.append(axis if axis and size % mesh.shape[axis] == 0 else None)
+    return PartitionSpec(*spec)
+
+
+def batch_sharding(mesh: jax.sharding.Mesh) -> NamedSharding:
+    """Batches [rows, length] are split by rows over data × fsdp."""
+    return NamedSharding(mesh, PartitionSpec(BATCH_AXES))
+
+
+def replicated(mesh: jax.sharding.Mesh) -> NamedSharding:
+    return NamedSharding(mesh, PartitionSpec())
+
+
+def global_batch(local_batch: dict[str, np.ndarray], mesh: jax.sharding.Mesh) -> dict[str, jax.Array]:
+    """Builds global arrays from this host's rows (each host passes only its own slice)."""
+    sharding = batch_sharding(mesh)
+    return {k: jax.make_array_from_process_local_data(sharding, v) for k, v in local_batch.items()}
+
+
+def data_parallel_size(mesh: jax.sharding.Mesh) -> int:
+    """How many ways a batch is split (rows must be a multiple of this)."""
+    return mesh.shape["data"] * mesh.shape["fsdp"]

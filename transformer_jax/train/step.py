@@ -1,0 +1,143 @@
+"""The jitted pieces of training: sharded state creation, the train step (§5) and the eval step.
+
+State is a plain pytree ``{"params", "opt_state", "step", "rng"}``; the NNX model is split once (graphdef +
+parameters) and merged inside the jitted functions, so no NNX Python overhead runs per step. Parameters and
+optimizer state are created directly on the mesh with their shardings (no full copy on one device), and the
+train step is ``jax.jit`` with in/out shardings and the state donated.
+"""
+
+import dataclasses
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import optax
+from flax import nnx
+from jax.sharding import NamedSharding
+
+from transformer_jax.model.transformer import Transformer
+from transformer_jax.train import sharding
+from transformer_jax.train.loss import cross_entropy_sums
+from transformer_jax.train.optimizer import learning_rate_schedule, make_optimizer
+
+BATCH_KEYS = ("inputs", "targets", "inputs_segmentation", "targets_segmentation", "inputs_position",
+              "targets_position")
+
+
+@dataclasses.dataclass
+class Setup:
+    """Everything static about a run's state on a mesh."""
+
+    config: ml_collections.ConfigDict
+    mesh: jax.sharding.Mesh
+    graphdef: nnx.GraphDef
+    optimizer: optax.GradientTransformation
+    state_shardings: dict
+    abstract_state: dict  # ShapeDtypeStructs carrying the shardings (restore targets)
+
+    @property
+    def param_shardings(self) -> dict:
+        return self.state_shardings["params"]
+
+
+def _param_shardings(abstract_params: nnx.State, mesh: jax.sharding.Mesh) -> dict:
+    specs = jax.tree.map(
+        lambda v: NamedSharding(mesh, sharding.logical_to_spec(v.get_metadata()["logical_axes"], v.shape, mesh)),
+        abstract_params, is_leaf=lambda x: isinstance(x, nnx.Variable))
+    return specs.to_pure_dict()
+
+
+def make_setup(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh) -> Setup:
+    """Derives the graph, optimizer and the shardings of every state leaf, without allocating anything."""
+    abstract_model = nnx.eval_shape(lambda: Transformer(config.model, rngs=nnx.Rngs(config.seed)))
+    graphdef, abstract_params = nnx.split(abstract_model, nnx.Param)
+    param_shardings = _param_shardings(abstract_params, mesh)
+    tx = make_optimizer(config)
+    abstract_opt = jax.eval_shape(tx.init, abstract_params.to_pure_dict())
+    is_sharding = lambda x: isinstance(x, NamedSharding)  # noqa: E731
+    opt_shardings = optax.tree_map_params(tx, lambda _, s: s, abstract_opt, param_shardings,
+                                          transform_non_params=lambda _: sharding.replicated(mesh),
+                                          is_leaf=is_sharding)
+    rep = sharding.replicated(mesh)
+    shardings = {"params": param_shardings, "opt_state": opt_shardings, "step": rep, "rng": rep}
+    abstract = jax.eval_shape(lambda: _init(config, tx))
+    abstract = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, shardings)
+    return Setup(config, mesh, graphdef, tx, shardings, abstract)
+
+
+def _init(config: ml_collections.ConfigDict, tx: optax.GradientTransformation) -> dict:
+    model = Transformer(config.model, rngs=nnx.Rngs(config.seed))
+    params = nnx.state(model, nnx.Param).to_pure_dict()
+    return {"params": params, "opt_state": tx.init(params), "step": jnp.zeros((), jnp.int32),
+            "rng": jax.random.PRNGKey(config.seed + 1)}
+
+
+def init_state(setup: Setup) -> dict:
+    """Creates the initial state directly sharded on the mesh."""
+    return jax.jit(lambda: _init(setup.config, setup.optimizer), out_shardings=setup.state_shardings)()
+
+
+def _model_sums(graphdef: nnx.GraphDef, params: dict, batch: dict, label_smoothing: float,
+                dropout_key: jax.Array | None) -> dict:
+    model = nnx.merge(graphdef, params)
+    logits = model(batch["inputs"], batch["targets"], batch.get("inputs_segmentation"),
+                   batch.get("targets_segmentation"), batch.get("inputs_position"), batch.get("targets_position"),
+                   dropout_key=dropout_key)
+    return cross_entropy_sums(logits, batch["targets"], label_smoothing)
+
+
+def make_train_step(setup: Setup) -> Callable[[dict, dict], tuple[dict, dict]]:
+    """The §5 update: label-smoothed loss over k micro-batches normalised by the step's global token count."""
+    config, graphdef, tx = setup.config, setup.graphdef, setup.optimizer
+    accum, smoothing = config.train.grad_accum_steps, config.train.label_smoothing
+    schedule = learning_rate_schedule(config.model.d_model, config.train.warmup_steps,
+                                      config.train.learning_rate_scale)
+
+    def step_fn(state: dict, batch: dict) -> tuple[dict, dict]:
+        params = state["params"]
+        key = jax.random.fold_in(state["rng"], state["step"])  # dropout keys: fold_in(key, step)
+        total_tokens = jnp.maximum((batch["targets"] != 0).sum(), 1).astype(jnp.float32)
+
+        def micro(params, micro_batch, micro_key):
+            sums = _model_sums(graphdef, params, micro_batch, smoothing, micro_key)
+            return sums["loss"] / total_tokens, sums
+
+        grad_fn = jax.grad(micro, has_aux=True)
+        if accum == 1:
+            grads, sums = grad_fn(params, batch, key)
+        else:
+            # Row r goes to micro-batch r % k, so every device holds an equal share of each micro-batch.
+            micro_batches = jax.tree.map(
+                lambda x: jnp.moveaxis(x.reshape(x.shape[0] // accum, accum, *x.shape[1:]), 1, 0), batch)
+
+            def body(carry, xs):
+                i, mb = xs
+                g, s = grad_fn(params, mb, jax.random.fold_in(key, i))
+                return jax.tree.map(jnp.add, carry, (g, s)), None
+
+            zeros = jax.tree.map(jnp.zeros_like, (params, {"loss": 0.0, "nll": 0.0, "tokens": 0.0}))
+            zeros = (zeros[0], jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), zeros[1]))
+            (grads, sums), _ = jax.lax.scan(body, zeros, (jnp.arange(accum), micro_batches))
+        updates, opt_state = tx.update(grads, state["opt_state"], params)
+        new_state = {"params": optax.apply_updates(params, updates), "opt_state": opt_state,
+                     "step": state["step"] + 1, "rng": state["rng"]}
+        metrics = {"train_loss": sums["loss"] / total_tokens, "train_nll": sums["nll"] / total_tokens,
+                   "target_tokens": sums["tokens"], "learning_rate": schedule(state["step"]),
+                   "grad_norm": optax.global_norm(grads)}
+        return new_state, metrics
+
+    batch_sharding = sharding.batch_sharding(setup.mesh)
+    return jax.jit(step_fn, in_shardings=(setup.state_shardings, batch_sharding),
+                   out_shardings=(setup.state_shardings, sharding.replicated(setup.mesh)), donate_argnums=0)
+
+
+def make_eval_step(setup: Setup) -> Callable[[dict, dict], dict]:
+    """Sums of loss, NLL and tokens over one batch, without dropout (dev loss / perplexity)."""
+    graphdef, smoothing = setup.graphdef, setup.config.train.label_smoothing
+
+    def eval_fn(params: dict, batch: dict) -> dict:
+        return _model_sums(graphdef, params, batch, smoothing, None)
+
+    return jax.jit(eval_fn, in_shardings=(setup.param_shardings, sharding.batch_sharding(setup.mesh)),
+                   out_shardings=sharding.replicated(setup.mesh))
