@@ -75,6 +75,24 @@ def global_batch(local_batch: dict[str, np.ndarray], mesh: jax.sharding.Mesh) ->
     return {k: jax.make_array_from_process_local_data(sharding, v) for k, v in local_batch.items()}
 
 
+def global_eval_batch(batch: dict[str, np.ndarray], mesh: jax.sharding.Mesh) -> dict[str, jax.Array]:
+    """Global arrays from a batch that every host built whole (evaluation data): each passes its own rows."""
+    rows, count, index = next(iter(batch.values())).shape[0], jax.process_count(), jax.process_index()
+    if rows % count:
+        raise ValueError(f"Batch of {rows} rows cannot be split over {count} hosts.")
+    n = rows // count
+    return global_batch({k: v[index * n:(index + 1) * n] for k, v in batch.items()}, mesh)
+
+
+def gather_to_host(x: jax.Array) -> np.ndarray:
+    """The whole of a (possibly multi-host) global array as numpy, on every host."""
+    if jax.process_count() == 1:
+        return np.asarray(x)
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+
+
 def data_parallel_size(mesh: jax.sharding.Mesh) -> int:
     """How many ways a batch is split (rows must be a multiple of this)."""
     return mesh.shape["data"] * mesh.shape["fsdp"]

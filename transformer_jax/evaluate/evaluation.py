@@ -1,0 +1,41 @@
+"""Evaluating a run on its dev or test split: translate every sentence in order, then score (§6.1, Table 2/3).
+
+Writes ``<workdir>/translations_<split>.txt`` (one line per source sentence) and ``<workdir>/eval_<split>.json``
+with sacreBLEU (+ signature), the paper's tokenized compound-split BLEU, chrF, the checkpoint and the count.
+"""
+
+import json
+import os
+import time
+
+import ml_collections
+
+from transformer_jax.data import pipeline
+from transformer_jax.decode.restore import RestoredRun
+from transformer_jax.decode.translate import Translator
+from transformer_jax.evaluate.bleu import evaluate_bleu
+
+
+def bleu_of(config: ml_collections.ConfigDict, hypotheses: list[str], references: list[str]) -> dict:
+    """sacreBLEU, tokenized BLEU and chrF of hypotheses against references in the config's target language."""
+    return evaluate_bleu(hypotheses, references, config.data.target_lang)
+
+
+def evaluate_split(run: RestoredRun, workdir: str, split: str, progress: bool = True,
+                   write: bool = True) -> dict:
+    """Translates ``split`` with the restored parameters and returns (and writes) the scores."""
+    src, refs, batches = pipeline.eval_data(run.config, run.tokenizer, split)
+    tic = time.monotonic()
+    translator = Translator(run.config, run.graphdef, run.params, run.tokenizer, run.mesh)
+    hypotheses = translator.translate_batches(batches, progress=progress)
+    result = bleu_of(run.config, hypotheses, refs)
+    result.update(split=split, checkpoint=run.checkpoint, decode_seconds=time.monotonic() - tic,
+                  decode_method=run.config.decode.method, beam_size=run.config.decode.beam_size,
+                  length_penalty=run.config.decode.length_penalty)
+    if write:
+        with open(os.path.join(workdir, f"translations_{split}.txt"), "w") as f:
+            f.writelines(h + "\n" for h in hypotheses)
+        with open(os.path.join(workdir, f"eval_{split}.json"), "w") as f:
+            json.dump(result, f, indent=2)
+    result["samples"] = list(zip(src[:5], hypotheses[:5], refs[:5]))
+    return result

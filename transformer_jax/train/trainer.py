@@ -1,0 +1,197 @@
+"""The training loop (§5): data → sharded global batches → jitted steps → metrics, evals and checkpoints.
+
+Running :func:`train` on a workdir that already holds checkpoints resumes from the latest one, with the same
+parameters, optimizer state, step, RNG and data position, so the result equals an uninterrupted run.
+This module logs (absl/python logging) and draws a progress bar on stderr; it prints nothing to stdout.
+"""
+
+import json
+import logging
+import math
+import os
+import time
+
+import jax
+import ml_collections
+import numpy as np
+from tqdm import tqdm
+
+from transformer_jax.data import pipeline
+from transformer_jax.train import sharding
+from transformer_jax.train.checkpoint import Checkpointer
+from transformer_jax.train.metrics import MetricsWriter
+from transformer_jax.train.step import BATCH_KEYS, Setup, init_state, make_eval_step, make_setup, make_train_step
+
+logger = logging.getLogger(__name__)
+
+CONFIG_FILE = "config.json"
+# Sections that define what a checkpoint means: they must not change when a run resumes.
+FROZEN_SECTIONS = ("model",)
+
+
+class NonFiniteLossError(RuntimeError):
+    """The training loss became NaN/inf; the last good checkpoint is left intact."""
+
+
+def save_config(config: ml_collections.ConfigDict, workdir: str) -> None:
+    """Writes the resolved config to ``<workdir>/config.json``; refuses a different model on an existing run."""
+    os.makedirs(workdir, exist_ok=True)
+    path = os.path.join(workdir, CONFIG_FILE)
+    new = json.loads(config.to_json_best_effort())
+    if os.path.exists(path):
+        with open(path) as f:
+            old = json.load(f)
+        for section in FROZEN_SECTIONS:
+            if old.get(section) != new.get(section):
+                changed = sorted(k for k in set(old[section]) | set(new[section])
+                                 if old[section].get(k) != new[section].get(k))
+                raise ValueError(f"{workdir} holds a run with a different config.{section} "
+                                 f"(changed: {', '.join(changed)}); use a new --workdir.")
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(new, f, indent=2)
+    os.replace(tmp, path)
+
+
+def load_config(workdir: str) -> ml_collections.ConfigDict:
+    """The resolved config a run saved in its workdir."""
+    path = os.path.join(workdir, CONFIG_FILE)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"No {CONFIG_FILE} in {workdir}: is it a transformer-jax run folder?")
+    with open(path) as f:
+        return ml_collections.ConfigDict(json.load(f))
+
+
+def evaluate_loss(setup: Setup, eval_step, params: dict, batches: list[dict]) -> dict:
+    """Dev loss and per-token perplexity (Table 3's "PPL (dev)") over evaluation batches."""
+    totals = {"loss": 0.0, "nll": 0.0, "tokens": 0.0}
+    for batch in batches:
+        sums = eval_step(params, sharding.global_eval_batch({k: batch[k] for k in BATCH_KEYS}, setup.mesh))
+        for k in totals:
+            totals[k] += float(sums[k])
+    tokens = max(totals["tokens"], 1.0)
+    return {"dev_loss": totals["loss"] / tokens, "dev_nll": totals["nll"] / tokens,
+            "dev_ppl": math.exp(min(totals["nll"] / tokens, 50.0))}
+
+
+class _Throughput:
+    def __init__(self):
+        self.start, self.tokens = time.monotonic(), 0.0
+
+    def rate(self, tokens: float) -> float:
+        self.tokens += tokens
+        return self.tokens / max(time.monotonic() - self.start, 1e-9)
+
+    def reset(self):
+        self.__init__()
+
+
+def train(config: ml_collections.ConfigDict, workdir: str, *, progress: bool = True,
+          eval_hook=None, stop_after: int | None = None) -> dict:
+    """Trains (or resumes) ``config`` in ``workdir`` until ``config.train.num_steps``.
+
+    Args:
+      config: the resolved config (configs/*.py).
+      workdir: run folder (config.json, vocab.model, checkpoints/, metrics.jsonl, tensorboard/).
+      progress: draw a progress bar on stderr.
+      eval_hook: optional ``fn(setup, params, step) -> dict`` run at each evaluation (e.g. dev BLEU); its values
+        are logged to metrics.jsonl.
+      stop_after: stop after this many steps of this call (for tests of interrupted runs).
+    Returns:
+      The last logged metrics.
+    """
+    t = config.train
+    save_config(config, workdir)
+    tokenizer = pipeline.build_tokenizer(config, workdir)
+    mesh = sharding.make_mesh(t.mesh)
+    setup = make_setup(config, mesh)
+    row_multiple = sharding.data_parallel_size(mesh) * t.grad_accum_steps * jax.process_count()
+    batches = pipeline.train_iterator(config, tokenizer, row_multiple=row_multiple,
+                                      process_index=jax.process_index(), process_count=jax.process_count(),
+                                      cache_dir=workdir)
+    logger.info("Training data: %s", json.dumps(pipeline.pipeline_summary(batches)))
+    _, _, dev_batches = pipeline.eval_data(config, tokenizer, "dev")
+    checkpointer = Checkpointer(workdir, keep=t.keep_checkpoints, every_steps=t.checkpoint_every_steps,
+                                every_minutes=t.checkpoint_every_minutes)
+    writer = MetricsWriter(workdir)
+    with jax.set_mesh(mesh):
+        train_step, eval_step = make_train_step(setup), make_eval_step(setup)
+        latest = checkpointer.latest_step()
+        if latest is not None:
+            state, data_state = checkpointer.restore(latest, setup.abstract_state)
+            batches.set_state(data_state)
+            logger.info("Resumed from step %d in %s", latest, checkpointer.directory)
+        else:
+            state = init_state(setup)
+        step = int(state["step"])
+        last = _loop(setup, config, state, step, batches, train_step, eval_step, dev_batches, checkpointer,
+                     writer, progress, eval_hook, stop_after)
+    checkpointer.close()
+    writer.close()
+    return last
+
+
+def _loop(setup, config, state, step, batches, train_step, eval_step, dev_batches, checkpointer, writer,
+          progress, eval_hook, stop_after):
+    t = config.train
+    end = t.num_steps if stop_after is None else min(t.num_steps, step + stop_after)
+    bar = tqdm(total=t.num_steps, initial=step, disable=not progress or jax.process_index() != 0,
+               desc="train", unit="step", dynamic_ncols=True)
+    throughput, pending, last, shapes_seen = _Throughput(), [], {}, set()
+    start_time = time.monotonic()
+    while step < end:
+        local = next(batches)
+        shape = local["inputs"].shape
+        tic = time.monotonic()
+        state, metrics = train_step(state, sharding.global_batch({k: local[k] for k in BATCH_KEYS}, setup.mesh))
+        step += 1
+        if shape not in shapes_seen:  # the first step of each shape includes its compilation
+            jax.block_until_ready(metrics)
+            shapes_seen.add(shape)
+            logger.info("Compiled train step for batch shape %s in %.1f s", shape, time.monotonic() - tic)
+            writer.write(step, compile_time_s=time.monotonic() - tic, batch_rows=shape[0], batch_length=shape[1])
+            throughput.reset()
+        pending.append((step, metrics))
+        log_now = step % t.log_every_steps == 0 or step == end
+        save_now = checkpointer.due(step) or step == end
+        eval_now = t.eval_every_steps and (step % t.eval_every_steps == 0 or step == t.num_steps)
+        if log_now or save_now or eval_now:
+            values = _check_finite(pending)  # one host sync per log interval, not per step
+            pending = []
+            tokens = sum(float(m["target_tokens"]) for m in values)
+            last = {k: float(v) for k, v in values[-1].items()}
+            last.update(tokens_per_s=throughput.rate(tokens), fill_rate=batches.stats["fill_rate"],
+                        elapsed_s=time.monotonic() - start_time)
+            if log_now:
+                writer.write(step, **last)
+                bar.set_postfix(loss=f"{last['train_loss']:.3f}", lr=f"{last['learning_rate']:.2e}",
+                                tok_s=f"{last['tokens_per_s']:.0f}")
+        if eval_now:
+            dev = evaluate_loss(setup, eval_step, state["params"], dev_batches)
+            if eval_hook is not None:
+                dev.update(eval_hook(setup, state["params"], step))
+            writer.write(step, **dev)
+            last.update(dev)
+            logger.info("step %d: %s", step, json.dumps(dev))
+            throughput.reset()  # evaluation time is not training throughput
+        if save_now:
+            checkpointer.save(step, state, batches.get_state())
+        bar.update(1)
+    bar.close()
+    checkpointer.wait()
+    last["step"] = step
+    return last
+
+
+def _check_finite(pending: list) -> list[dict]:
+    """Fetches the pending step metrics; raises naming the first step whose loss is not finite."""
+    values = []
+    for step, metrics in pending:
+        metrics = jax.device_get(metrics)
+        if not np.isfinite(metrics["train_loss"]):
+            raise NonFiniteLossError(
+                f"Training loss became {metrics['train_loss']} at step {step}; stopping. The last good "
+                "checkpoint is intact: lower the learning rate (config.train.learning_rate_scale) or enable "
+                "config.train.grad_clip_norm, then run the same command again.")
+        values.append(metrics)
+    return values
