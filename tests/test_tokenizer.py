@@ -1,0 +1,90 @@
+"""Tests for the shared SentencePiece vocabulary (§3.4, §5.1): fixed special ids, round trip, reuse, errors."""
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from configs import base
+from transformer_jax.data import pipeline
+from transformer_jax.data.sources import DataError
+from transformer_jax.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, sample_sentences
+
+MULTI30K = Path(__file__).resolve().parents[1] / "../shared/data/multi30k"
+
+
+def corpus():
+    if (MULTI30K / "val.en.gz").is_file():
+        lines = []
+        for lang in ("en", "de"):
+            with gzip.open(MULTI30K / f"val.{lang}.gz", "rt", encoding="utf-8") as f:
+                lines += f.read().splitlines()
+        return lines
+    rng = np.random.default_rng(0)
+    words = ["ein", "Mann", "a", "man", "läuft", "runs", "über", "the", "street", "Straße", "die", "mit"]
+    return [" ".join(rng.choice(words, 8)) for _ in range(2000)]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return Tokenizer.train(sample_sentences(zip(corpus(), corpus()[::-1]), 4000, seed=0), vocab_size=1000)
+
+
+def test_special_ids(tokenizer):
+    assert (PAD_ID, EOS_ID, UNK_ID, BOS_ID) == (0, 1, 2, -1)
+    assert PAD_ID != UNK_ID
+    assert tokenizer.vocab_size == 1000
+    assert tokenizer.id_to_piece(PAD_ID) == "<pad>" and tokenizer.id_to_piece(EOS_ID) == "</s>"
+
+
+def test_round_trip_and_eos(tokenizer):
+    for text in ("A man in an orange hat.", "Zwei junge weiße Männer.", "Ünïcödé ✓ 🤖 漢字", ""):
+        ids = tokenizer.encode(text)
+        assert ids[-1] == EOS_ID and EOS_ID not in ids[:-1] and PAD_ID not in ids
+        assert UNK_ID not in ids  # byte fallback: nothing is lost
+        assert tokenizer.decode(ids) == text
+    assert tokenizer.encode("") == [EOS_ID]
+
+
+def test_decode_stops_at_eos_and_drops_pad(tokenizer):
+    ids = tokenizer.encode("a man")
+    assert tokenizer.decode([PAD_ID, *ids[:-1], PAD_ID, EOS_ID, *tokenizer.encode("junk")]) == "a man"
+    assert tokenizer.decode(np.asarray(ids + [0, 0], np.int32)) == "a man"
+    assert tokenizer.decode_batch([ids, [EOS_ID]]) == ["a man", ""]
+
+
+def test_encode_batch_and_flat_agree(tokenizer):
+    texts = ["a man runs", "", "die Straße"]
+    batch = tokenizer.encode_batch(texts)
+    assert batch == [tokenizer.encode(t) for t in texts]
+    flat, lengths = tokenizer.encode_flat(texts)
+    assert lengths.tolist() == [len(b) for b in batch] and flat.tolist() == [i for ids in batch for i in ids]
+
+
+def test_sample_is_deterministic_and_covers_both_sides():
+    pairs = [(f"en{i}", f"de{i}") for i in range(1000)]
+    a, b = sample_sentences(pairs, 300, seed=1), sample_sentences(pairs, 300, seed=1)
+    assert a == b and len(a) == len(set(a)) == 300 and a != sample_sentences(pairs, 300, seed=2)
+    assert any(s.startswith("en") for s in a) and any(s.startswith("de") for s in a)
+    assert sorted(sample_sentences(pairs[:10], 300, seed=0)) == sorted(s for p in pairs[:10] for s in p)
+
+
+def test_too_small_corpus_suggests_a_size():
+    with pytest.raises(DataError, match=r"vocab_size=5000.*<= \d+"):
+        Tokenizer.train(["a tiny corpus", "ein kleines Korpus"] * 10, vocab_size=5000)
+
+
+def test_build_tokenizer_trains_once_and_reuses(tmp_path, tokenizer):
+    config = base.get_config()
+    config.data.source, config.data.train_files = "text", f"{tmp_path}/x.en,{tmp_path}/x.de"
+    config.model.vocab_size = 1000
+    tokenizer.save(tmp_path / "vocab.model")  # a workdir with a vocabulary: no data is read
+    loaded = pipeline.build_tokenizer(config, tmp_path)
+    assert loaded.model_proto == tokenizer.model_proto and loaded.fingerprint == tokenizer.fingerprint
+    config.model.vocab_size = 2000
+    with pytest.raises(DataError, match="1000 pieces but config.model.vocab_size is 2000"):
+        pipeline.build_tokenizer(config, tmp_path)
+    with pytest.raises(DataError, match="File not found"):  # no vocabulary, no data: nothing is written
+        pipeline.build_tokenizer(config, tmp_path / "fresh")
+    assert not (tmp_path / "fresh" / "vocab.model").exists()
