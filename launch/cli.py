@@ -47,7 +47,17 @@ def run(argv: list[str] | None = None) -> None:
     for name in (module.__name__, "launch.flags"):
         for flag in flags.FLAGS.get_key_flags_for_module(name):
             flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
-    app.run(module.main, argv=[f"transformer-jax {command}"] + argv[2:])
+    app.run(module.main, argv=[f"transformer-jax {command}"] + argv[2:], flags_parser=_parse_flags)
+
+
+def _parse_flags(argv: list[str]) -> list[str]:
+    """absl flag parsing with one clear line for a bad --config (no traceback)."""
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as e:  # config_flags embeds get_config's traceback: keep its last line
+        sys.exit(f"{argv[0]}: {str(e).strip().splitlines()[-1].strip()}")
+    except (AttributeError, KeyError) as e:  # an override names a field the locked config lacks
+        sys.exit(f"{argv[0]}: unknown config field in an override: {e}")
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ class Transformer(nnx.Module):
 
     def __init__(self, m: ml_collections.ConfigDict, *, rngs: nnx.Rngs):
         dtype = jnp.dtype(m.dtype)
-        self.config = m
+        self.config = ml_collections.FrozenConfigDict(m)  # hashable: the GraphDef can be a static jit arg
         self.shared = m.share_embeddings
         if self.shared:  # §3.4: one matrix for source, target and pre-softmax projection.
             self.embedding = Embedding(m.vocab_size, m.d_model, scale=m.scale_embeddings, dtype=dtype, rngs=rngs)

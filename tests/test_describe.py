@@ -1,0 +1,175 @@
+"""Tests for `transformer-jax describe`: parameter counts against Table 3, FLOPs per target token, the CLI."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from configs import demo, table3
+from launch.describe import describe
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# PAPER.md: a faithful count (one embedding matrix shared three ways, biases everywhere, 37000 vocabulary), ×10^6.
+FAITHFUL = {"base": 63.1, "B1": 56.0, "B2": 58.4, "C1": 33.7, "C2": 48.4, "C3": 77.8, "C4": 26.8, "C5": 163.9,
+            "C6": 50.5, "C7": 88.3, "big": 214.3}
+SAME_AS_BASE = ("A1", "A2", "A3", "A4", "D1", "D2", "D3", "D4")
+
+_RESULTS: dict[str, dict] = {}
+
+
+def result(row: str) -> dict:
+    if row not in _RESULTS:
+        _RESULTS[row] = describe(table3.get_config(row), 32)
+    return _RESULTS[row]
+
+
+def test_rows_with_a_params_column_are_the_faithful_ones():
+    assert {row for row, (_, _, params) in table3.PAPER.items() if params is not None} == set(FAITHFUL)
+
+
+@pytest.mark.parametrize("row", list(FAITHFUL))
+def test_params_match_table3(row):
+    total = result(row)["params_total"]
+    paper = table3.PAPER[row][2] * 1e6
+    assert abs(total - paper) <= 0.07 * paper, (row, total, paper)
+    assert abs(total - FAITHFUL[row] * 1e6) <= 0.2e6, (row, total)
+
+
+@pytest.mark.parametrize("row", SAME_AS_BASE)
+def test_rows_a_and_d_keep_the_base_count(row):
+    """A keeps h·d_k = d_model, D changes only regularisation: exactly base's parameters."""
+    for key in ("params_total", "params_embedding", "params_nonembedding"):
+        assert result(row)[key] == result("base")[key]
+
+
+def test_row_e_adds_only_learned_position_tables():
+    """Row E: learned positions, one max_len × d_model table for the source and one for the target side (as in
+    ConvS2S [9] and tensor2tensor); nothing else changes."""
+    c = table3.get_config("E")
+    table = c.model.max_len * c.model.d_model
+    assert table == 512 * 512
+    assert result("E")["params_total"] - result("base")["params_total"] == 2 * table
+    assert result("E")["params_embedding"] - result("base")["params_embedding"] == 2 * table
+    assert result("E")["params_nonembedding"] == result("base")["params_nonembedding"]
+
+
+@pytest.mark.parametrize("row", list(table3.ROWS))
+def test_embedding_plus_nonembedding_is_total(row):
+    r = result(row)
+    assert r["params_embedding"] + r["params_nonembedding"] == r["params_total"]
+    assert r["params_embedding"] > 0 and r["params_nonembedding"] > 0
+
+
+def test_base_embedding_is_one_shared_matrix():
+    """§3.4: one 37000 × 512 matrix for source, target and pre-softmax projection."""
+    assert result("base")["params_embedding"] == 37000 * 512
+    assert result("C5")["params_embedding"] == 37000 * 1024
+    unshared = table3.get_config("base")
+    unshared.model.share_embeddings = False
+    assert describe(unshared, 32)["params_total"] == result("base")["params_total"] + 2 * 37000 * 512
+
+
+def test_base_count_by_hand():
+    """63,082,496 = 37000·512 + 6 encoder layers + 6 decoder layers (+ biases and LayerNorms), by hand."""
+    d, d_ff, v = 512, 2048, 37000
+    attention = 4 * (d * d + d)  # W^Q, W^K, W^V (h·d_k = h·d_v = d), W^O, each with a bias
+    ffn = d * d_ff + d_ff + d_ff * d + d
+    norm = 2 * d
+    encoder_layer = attention + ffn + 2 * norm
+    decoder_layer = 2 * attention + ffn + 3 * norm
+    assert result("base")["params_total"] == v * d + 6 * encoder_layer + 6 * decoder_layer == 63_082_496
+
+
+def test_flops_per_target_token_by_hand():
+    """The bench shape: d_model 128, 2+2 layers, h 4 (d_k = d_v = 32), d_ff 512, vocab 8000, seq_len 32."""
+    c = demo.get_config()
+    m = c.model
+    m.d_model, m.d_ff, m.num_heads, m.d_k, m.d_v, m.vocab_size = 128, 512, 4, 32, 32, 8000
+    m.num_encoder_layers = m.num_decoder_layers = 2
+    # Forward multiply-adds per target token (one source token per target token), ×2 FLOPs, ×3 for training:
+    attn_proj = 4 * 128 * 128  # W^Q, W^K, W^V: 128 → 4·32; W^O: 4·32 → 128
+    ffn = 128 * 512 + 512 * 128
+    encoder = 2 * (attn_proj + ffn)  # 2 layers
+    decoder = 2 * (2 * attn_proj + ffn)  # self- and cross-attention
+    softmax_proj = 128 * 8000
+    scores = 32 * 4 * (32 + 32)  # per attention: q·k over 32 keys and the weighted sum of 32 values, 4 heads
+    attention = 2 * scores + 2 * 2 * scores  # 2 encoder self-attentions, 2 × (self + cross) in the decoder
+    expected = 3 * 2 * (encoder + decoder + softmax_proj + attention)
+    assert expected == 11_943_936
+    assert describe(c, 32)["flops_per_target_token"] == expected
+    # The attention term is the only one that grows with the sentence length.
+    assert describe(c, 64)["flops_per_target_token"] - expected == 3 * 2 * attention
+
+
+# --- the command line, end to end ------------------------------------------------------------------------------
+
+
+def _command() -> list[str]:
+    exe = shutil.which("transformer-jax")
+    if exe is None:
+        bindir = os.path.dirname(sys.executable)
+        candidate = os.path.join(bindir, "transformer-jax")
+        exe = candidate if os.access(candidate, os.X_OK) else None
+    return [exe] if exe else [sys.executable, "-c", "from launch.cli import run; run()"]
+
+
+CLI_CASES = {
+    "c5": ["describe", "--config=configs/table3.py:C5", "--json"],
+    "typo": ["describe", "--config=configs/table3.py:C5", "--config.model.d_modell=3", "--json"],
+    "row": ["describe", "--config=configs/table3.py:Z9", "--json"],
+}
+
+
+@pytest.fixture(scope="module")
+def cli_runs() -> dict[str, subprocess.CompletedProcess]:
+    """The three CLI runs, started together (each pays the jax import) from the repository root."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    procs = {name: subprocess.Popen(_command() + args, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True) for name, args in CLI_CASES.items()}
+    runs = {}
+    for name, proc in procs.items():
+        try:
+            out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        runs[name] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return runs
+
+
+def test_cli_describe_json(cli_runs):
+    run = cli_runs["c5"]
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert {"params_total", "params_embedding", "params_nonembedding", "flops_per_target_token",
+            "config"} <= set(result)
+    assert abs(result["params_total"] - 168e6) <= 0.04 * 168e6
+    assert result["params_total"] == result["params_embedding"] + result["params_nonembedding"]
+    assert result["config"]["model"]["d_model"] == 1024 and result["config"]["table3_row"] == "C5"
+    assert result["flops_per_target_token"] > 6 * result["params_nonembedding"]
+
+
+def test_cli_typo_in_an_override_fails_and_names_the_field(cli_runs):
+    run = cli_runs["typo"]
+    assert run.returncode != 0
+    assert re.search(r"d_model(?!l)", run.stderr), run.stderr  # the suggestion, not only the typo echoed back
+
+
+def test_cli_unknown_row_fails_and_lists_the_rows(cli_runs):
+    run = cli_runs["row"]
+    assert run.returncode != 0
+    assert "Z9" in run.stderr
+    assert all(row in run.stderr for row in ("A1", "B2", "C7", "D4", "E", "big")), run.stderr
+
+
+@pytest.mark.parametrize("case", ["typo", "row"])
+def test_cli_config_errors_are_one_clear_message(cli_runs, case):
+    """DESIGN.md: unknown config rows/keys give one clear error message, not a Python traceback."""
+    run = cli_runs[case]
+    assert run.returncode != 0
+    assert "Traceback (most recent call last)" not in run.stderr, run.stderr
