@@ -477,3 +477,16 @@ def test_graphdef_is_hashable():
     """jax.jit(..., static_argnums=graphdef) needs a hashable GraphDef, i.e. only hashable static attributes."""
     graphdef, _ = nnx.split(make_model())
     hash(graphdef)
+
+
+@pytest.mark.parametrize("norm_position", ["post", "pre"])
+def test_post_ln_normalises_each_sublayer_output_and_pre_ln_does_not(norm_position):
+    """§3.1: post-LN returns LayerNorm(x + Sublayer(x)) (every position zero mean, unit variance at init);
+    pre-LN returns x + Sublayer(LayerNorm(x)), which is not normalised."""
+    m = tiny_model_config(norm_position=norm_position)
+    layer = EncoderLayer(m, rngs=nnx.Rngs(0))
+    x = 3.0 + 5.0 * jax.random.normal(jax.random.PRNGKey(1), (2, 5, m.d_model))
+    mask = jnp.ones((2, 1, 5, 5), bool)
+    y = np.asarray(layer(x, mask))
+    normalised = np.allclose(y.mean(-1), 0.0, atol=1e-4) and np.allclose(y.std(-1), 1.0, atol=1e-2)
+    assert normalised == (norm_position == "post")

@@ -39,3 +39,26 @@ def evaluate_split(run: RestoredRun, workdir: str, split: str, progress: bool = 
             json.dump(result, f, indent=2)
     result["samples"] = list(zip(src[:5], hypotheses[:5], refs[:5]))
     return result
+
+
+def dev_bleu_hook(config: ml_collections.ConfigDict, tokenizer, mesh):
+    """An ``eval_hook`` for :func:`transformer_jax.train.trainer.train`: dev BLEU of the current parameters.
+
+    Enabled by ``config.train.eval_bleu``; decodes the dev split with ``config.decode`` (beam 4 by default).
+    """
+    src, refs, batches = pipeline.eval_data(config, tokenizer, "dev")
+    del src
+
+    translators = {}  # one Translator (one compiled decoder) reused at every evaluation
+
+    def hook(setup, params, step) -> dict:
+        del step
+        if "t" not in translators:
+            translators["t"] = Translator(config, setup.graphdef, params, tokenizer, mesh)
+        translator = translators["t"]
+        translator.params = params
+        hypotheses = translator.translate_batches(batches)
+        scores = bleu_of(config, hypotheses, refs)
+        return {"dev_bleu": scores["sacrebleu"], "dev_tokenized_bleu": scores["tokenized_bleu"]}
+
+    return hook
