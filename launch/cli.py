@@ -42,7 +42,10 @@ def run(argv: list[str] | None = None) -> None:
     command = argv[1]
     if command not in COMMANDS:
         sys.exit(f"transformer-jax: unknown command {command!r}; valid: {', '.join(COMMANDS)}.\n\n{_usage()}")
-    module = importlib.import_module(f"launch.{command}")
+    try:  # importing the command defines --config, whose default config parses the overrides in sys.argv
+        module = importlib.import_module(f"launch.{command}")
+    except (AttributeError, KeyError) as e:
+        sys.exit(f"transformer-jax {command}: unknown config field in an override: {e}")
     # absl's --help lists the key flags of the module named sys.argv[0]: register this command's and the shared.
     for name in (module.__name__, "launch.flags"):
         for flag in flags.FLAGS.get_key_flags_for_module(name):

@@ -35,5 +35,5 @@ def maybe_initialize() -> None:
         jax.distributed.initialize()
     else:
         return
-    logging.info("Process %d of %d; %d local / %d global devices", jax.process_index(), jax.process_count(),
+    logging.getLogger(__name__).info("Process %d of %d; %d local / %d global devices", jax.process_index(), jax.process_count(),
                  jax.local_device_count(), jax.device_count())

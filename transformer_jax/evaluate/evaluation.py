@@ -8,6 +8,7 @@ import json
 import os
 import time
 
+import jax
 import ml_collections
 
 from transformer_jax.data import pipeline
@@ -32,7 +33,7 @@ def evaluate_split(run: RestoredRun, workdir: str, split: str, progress: bool = 
     result.update(split=split, checkpoint=run.checkpoint, decode_seconds=time.monotonic() - tic,
                   decode_method=run.config.decode.method, beam_size=run.config.decode.beam_size,
                   length_penalty=run.config.decode.length_penalty)
-    if write:
+    if write and jax.process_index() == 0:  # every process decodes; one writes
         with open(os.path.join(workdir, f"translations_{split}.txt"), "w") as f:
             f.writelines(h + "\n" for h in hypotheses)
         with open(os.path.join(workdir, f"eval_{split}.json"), "w") as f:

@@ -81,10 +81,10 @@ class Transformer(nnx.Module):
             x = layer(x, mask, fold(dropout_key, i + 1))
         return self.encoder_norm(x) if self.pre_ln else x
 
-    def decode(self, targets: jax.Array, memory: jax.Array, inputs: jax.Array,
-               inputs_segmentation: jax.Array | None = None, targets_segmentation: jax.Array | None = None,
-               targets_position: jax.Array | None = None, dropout_key: jax.Array | None = None) -> jax.Array:
-        """Teacher-forced decoder stack (§3.1): targets int [B, T] → float32 logits [B, T, vocab]."""
+    def decode_hidden(self, targets: jax.Array, memory: jax.Array, inputs: jax.Array,
+                      inputs_segmentation: jax.Array | None = None, targets_segmentation: jax.Array | None = None,
+                      targets_position: jax.Array | None = None, dropout_key: jax.Array | None = None) -> jax.Array:
+        """Teacher-forced decoder stack (§3.1) up to the pre-softmax projection: [B, T, D]."""
         src_segmentation, _ = _segments_and_positions(inputs, inputs_segmentation, None)
         segmentation, position = _segments_and_positions(targets, targets_segmentation, targets_position)
         y = self.target_positions(self.embeddings()[1](shift_right(targets, position)), position)
@@ -93,7 +93,18 @@ class Transformer(nnx.Module):
         cross_mask = padding_mask(segmentation, src_segmentation)
         for i, layer in enumerate(self.decoder_layers):
             y = layer(y, memory, self_mask, cross_mask, fold(dropout_key, i + 1))
-        return self.embeddings()[2].logits(self.decoder_norm(y) if self.pre_ln else y)
+        return self.decoder_norm(y) if self.pre_ln else y
+
+    def output_table(self) -> jax.Array:
+        """The pre-softmax projection's [vocab, D] matrix (§3.4: the shared embedding unless untied)."""
+        return self.embeddings()[2].table[...]
+
+    def decode(self, targets: jax.Array, memory: jax.Array, inputs: jax.Array,
+               inputs_segmentation: jax.Array | None = None, targets_segmentation: jax.Array | None = None,
+               targets_position: jax.Array | None = None, dropout_key: jax.Array | None = None) -> jax.Array:
+        """Teacher-forced decoder (§3.1): targets int [B, T] → float32 logits [B, T, vocab]."""
+        return self.embeddings()[2].logits(self.decode_hidden(
+            targets, memory, inputs, inputs_segmentation, targets_segmentation, targets_position, dropout_key))
 
     def __call__(self, inputs: jax.Array, targets: jax.Array, inputs_segmentation: jax.Array | None = None,
                  targets_segmentation: jax.Array | None = None, inputs_position: jax.Array | None = None,

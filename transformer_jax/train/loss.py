@@ -37,3 +37,60 @@ def cross_entropy_sums(logits: jax.Array, targets: jax.Array, label_smoothing: f
     smoothed = confidence * nll + low * (-log_probs.sum(-1) - nll)
     smoothed = smoothed - smoothed_targets_entropy(vocab_size, label_smoothing)
     return {"loss": (smoothed * weights).sum(), "nll": (nll * weights).sum(), "tokens": weights.sum()}
+
+
+def projected_cross_entropy_sums(hidden: jax.Array, table: jax.Array, targets: jax.Array,
+                                 label_smoothing: float) -> dict[str, jax.Array]:
+    """:func:`cross_entropy_sums` of ``logits = hidden · tableᵀ`` (§3.4's shared pre-softmax projection), fused.
+
+    Same values as ``cross_entropy_sums(hidden @ table.T, targets, label_smoothing)``, but the backward pass
+    forms d loss / d logits = softmax - q (q the smoothed targets) in one elementwise pass and contracts it
+    without materialising a transposed [tokens, vocab] array — on CPU that transpose and the generic
+    log-softmax backward were most of a small model's step.
+
+    Args:
+      hidden: [..., D] decoder outputs (compute dtype); table: [V, D] (float32 parameters);
+      targets: int [...] (0 = padding).
+    """
+    d = hidden.shape[-1]
+    flat_targets = targets.reshape(-1)
+    weights = (flat_targets != 0).astype(jnp.float32)
+    loss, nll = _fused_ce(hidden.reshape(-1, d), table, flat_targets, weights, float(label_smoothing))
+    return {"loss": loss, "nll": nll, "tokens": weights.sum()}
+
+
+def _smoothing_constants(vocab_size: int, label_smoothing: float) -> tuple[float, float, float]:
+    confidence = 1.0 - label_smoothing
+    return confidence, label_smoothing / (vocab_size - 1), smoothed_targets_entropy(vocab_size, label_smoothing)
+
+
+def _fused_ce_fwd(hidden, table, targets, weights, label_smoothing):
+    logits = jnp.einsum("nd,vd->nv", hidden, table.astype(hidden.dtype), preferred_element_type=jnp.float32)
+    confidence, low, entropy = _smoothing_constants(table.shape[0], label_smoothing)
+    lse = jax.nn.logsumexp(logits, axis=-1)  # [N]
+    target_logit = jnp.take_along_axis(logits, targets[:, None], axis=-1)[:, 0]
+    nll = lse - target_logit
+    # Σ_v -log p_v = V·lse - Σ_v logits_v
+    smoothed = confidence * nll + low * (table.shape[0] * lse - logits.sum(-1) - nll) - entropy
+    sums = ((smoothed * weights).sum(), (nll * weights).sum())
+    return sums, (hidden, table, targets, weights, logits, lse)
+
+
+def _fused_ce_bwd(label_smoothing, residuals, cotangents):
+    hidden, table, targets, weights, logits, lse = residuals
+    g_loss, g_nll = cotangents
+    confidence, low, _ = _smoothing_constants(table.shape[0], label_smoothing)
+    probs = jnp.exp(logits - lse[:, None])
+    is_target = jax.lax.broadcasted_iota(jnp.int32, logits.shape, 1) == targets[:, None]
+    # d smoothed/d logits = p - q with q = low + (confidence - low)·onehot; d nll/d logits = p - onehot.
+    a, b = (weights * g_loss)[:, None], (weights * g_nll)[:, None]
+    d_logits = probs * (a + b) - a * low - jnp.where(is_target, a * (confidence - low) + b, 0.0)
+    d_logits = d_logits.astype(hidden.dtype)
+    d_hidden = jnp.dot(d_logits, table.astype(hidden.dtype), preferred_element_type=jnp.float32)
+    d_table = jnp.dot(hidden.T, d_logits, preferred_element_type=jnp.float32).T
+    return (d_hidden.astype(hidden.dtype), d_table.astype(table.dtype),
+            np.zeros(targets.shape, jax.dtypes.float0), jnp.zeros_like(weights))
+
+
+_fused_ce = jax.custom_vjp(lambda h, t, y, w, ls: _fused_ce_fwd(h, t, y, w, ls)[0], nondiff_argnums=(4,))
+_fused_ce.defvjp(_fused_ce_fwd, _fused_ce_bwd)

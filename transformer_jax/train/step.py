@@ -16,9 +16,10 @@ import optax
 from flax import nnx
 from jax.sharding import NamedSharding
 
+from transformer_jax.model.layers import fold
 from transformer_jax.model.transformer import Transformer
 from transformer_jax.train import sharding
-from transformer_jax.train.loss import cross_entropy_sums
+from transformer_jax.train.loss import projected_cross_entropy_sums
 from transformer_jax.train.optimizer import learning_rate_schedule, make_optimizer
 
 BATCH_KEYS = ("inputs", "targets", "inputs_segmentation", "targets_segmentation", "inputs_position",
@@ -55,7 +56,7 @@ def make_setup(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh) -> Se
     param_shardings = _param_shardings(abstract_params, mesh)
     tx = make_optimizer(config)
     abstract_opt = jax.eval_shape(tx.init, abstract_params.to_pure_dict())
-    is_sharding = lambda x: isinstance(x, NamedSharding)  # noqa: E731
+    is_sharding = lambda x: isinstance(x, NamedSharding)
     opt_shardings = optax.tree_map_params(tx, lambda _, s: s, abstract_opt, param_shardings,
                                           transform_non_params=lambda _: sharding.replicated(mesh),
                                           is_leaf=is_sharding)
@@ -81,10 +82,12 @@ def init_state(setup: Setup) -> dict:
 def _model_sums(graphdef: nnx.GraphDef, params: dict, batch: dict, label_smoothing: float,
                 dropout_key: jax.Array | None) -> dict:
     model = nnx.merge(graphdef, params)
-    logits = model(batch["inputs"], batch["targets"], batch.get("inputs_segmentation"),
-                   batch.get("targets_segmentation"), batch.get("inputs_position"), batch.get("targets_position"),
-                   dropout_key=dropout_key)
-    return cross_entropy_sums(logits, batch["targets"], label_smoothing)
+    memory = model.encode(batch["inputs"], batch.get("inputs_segmentation"), batch.get("inputs_position"),
+                          fold(dropout_key, 0))
+    hidden = model.decode_hidden(batch["targets"], memory, batch["inputs"], batch.get("inputs_segmentation"),
+                                 batch.get("targets_segmentation"), batch.get("targets_position"),
+                                 fold(dropout_key, 1))
+    return projected_cross_entropy_sums(hidden, model.output_table(), batch["targets"], label_smoothing)
 
 
 def make_train_step(setup: Setup) -> Callable[[dict, dict], tuple[dict, dict]]:

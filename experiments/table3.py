@@ -1,0 +1,31 @@
+r"""Table 3 of the paper as a sweep: the rows of configs/table3.py (base, A1–A4, B1–B2, C1–C7, D1–D4, E, big).
+
+The row logic lives in configs/table3.py only (``table3.apply_row``); this file names the sweep, its default base
+(the paper's, configs/base.py) and the paper's dev PPL / BLEU / parameter count per row (``table3.PAPER``)::
+
+    transformer-jax sweep --experiment=table3 --base=demo --rows=A,B1,C --workdir=runs/table3_demo
+    transformer-jax compare runs/table3_demo/*
+"""
+
+import functools
+
+from configs import table3
+from experiments import Experiment
+
+
+def _paper() -> dict[str, dict[str, float | None]]:
+    return {row: {"dev_ppl": ppl, "dev_bleu": bleu, "params_m": params}
+            for row, (ppl, bleu, params) in table3.PAPER.items()}
+
+
+def get_experiment() -> Experiment:
+    """The Table 3 sweep (EN-DE newstest2013, beam search, no checkpoint averaging)."""
+    return Experiment(
+        name="table3",
+        description="Table 3: variations on Transformer base (heads, d_k, size, dropout, label smoothing, positions)",
+        default_base="base",
+        rows={row: functools.partial(table3.apply_row, row=row) for row in table3.ROWS},
+        paper=_paper(),
+        config_file=table3.__file__,
+        load_base=table3.load_base,
+    )

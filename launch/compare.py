@@ -1,0 +1,52 @@
+"""`transformer-jax compare`: runs side by side in the layout of the paper's Table 3, with the paper's numbers.
+
+    transformer-jax compare runs/table3/*                 # markdown to stdout; table.md, table.csv, bleu.png
+    transformer-jax compare runs/table3/* --out=results/   # ... written to results/ instead of runs/table3/compare
+
+Folders without a config.json (e.g. runs/table3/slurm) are skipped. Runs still training are marked with "*".
+The table logic is transformer_jax/evaluate/report.py.
+"""
+
+import os
+import sys
+
+from absl import flags
+
+from experiments import get_experiment
+from transformer_jax.evaluate import report
+
+OUT = flags.DEFINE_string("out", None, "Folder for table.md, table.csv and bleu.png (default: <the runs' common "
+                                       "parent folder>/compare).")
+
+
+def default_out(workdirs: list[str]) -> str:
+    """``<common parent of the run folders>/compare``."""
+    parents = [os.path.dirname(os.path.abspath(d.rstrip("/\\")) or ".") for d in workdirs]
+    return os.path.join(os.path.commonpath(parents), "compare")
+
+
+def main(argv: list[str]) -> None:
+    workdirs = argv[1:]
+    if not workdirs:
+        sys.exit("transformer-jax compare: give run folders, e.g. `transformer-jax compare runs/table3/*`.")
+    runs = []
+    for workdir in workdirs:
+        try:
+            runs.append(report.collect_run(workdir))
+        except FileNotFoundError as e:
+            print(f"Skipping {workdir}: {e}", file=sys.stderr)
+        except (ValueError, KeyError) as e:  # a config.json or eval file that is not ours
+            print(f"Skipping {workdir}: unreadable run files ({e}).", file=sys.stderr)
+    if not runs:
+        sys.exit("transformer-jax compare: none of the folders is a run (no config.json).")
+    rows = report.build_rows(runs, get_experiment("table3").paper)
+    markdown = report.to_markdown(rows)
+    print(markdown, end="")
+    out = OUT.value or default_out([run["workdir"] for run in runs])
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "table.md"), "w") as f:
+        f.write(markdown)
+    with open(os.path.join(out, "table.csv"), "w") as f:
+        f.write(report.to_csv(rows))
+    report.plot(rows, os.path.join(out, "bleu.png"))
+    print(f"Wrote table.md, table.csv and bleu.png to {out}", file=sys.stderr)

@@ -1,0 +1,190 @@
+r"""`transformer-jax sweep`: run a named experiment (e.g. the paper's Table 3), or write its cluster launch files.
+
+    transformer-jax sweep --experiment=table3 --base=demo --rows=A,B1,C --workdir=runs/table3_demo   # here, in turn
+    transformer-jax sweep --experiment=table3 --workdir=runs/table3 --launcher=slurm --slurm_gpus_per_node=8
+    transformer-jax sweep --experiment=table3 --workdir=runs/table3 --launcher=tpu --tpu_name=v4-32 --tpu_zone=...
+    transformer-jax sweep --experiment=table3 --base=demo --workdir=runs/t3 --launcher=print --config.train.num_steps=500
+
+Each row runs in ``<workdir>/<row>`` as ``transformer-jax train --config=configs/table3.py:ROW,base=NAME`` (plus
+the --config.x.y overrides given here), so every launcher trains exactly the config printed by --launcher=print.
+``local`` trains the rows one after another in this process, skipping finished rows (last checkpoint at num_steps
+and eval_test.json written) and resuming a half-finished one; then `transformer-jax compare <workdir>/*`.
+"""
+
+import dataclasses
+import json
+import logging
+import os
+import shlex
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from absl import flags
+
+from experiments import EXPERIMENTS, Experiment, base_name, get_experiment, resolve
+from launch import cluster, logs
+from launch.flags import WORKDIR
+
+LAUNCHERS = ("local", "slurm", "tpu", "print")
+
+EXPERIMENT = flags.DEFINE_enum("experiment", "table3", EXPERIMENTS, "Named sweep of experiments/ to run.")
+ROWS = flags.DEFINE_list("rows", None, "Rows to run: names and group letters, e.g. A,B1,C (A = A1..A4); "
+                                       "default: every row.")
+BASE = flags.DEFINE_string("base", None, "Base config the rows apply to: a name (demo) or a file of configs/ "
+                                         "(configs/demo.py); default: the experiment's (table3: configs/base.py).")
+LAUNCHER = flags.DEFINE_enum(
+    "launcher", "local", LAUNCHERS, "local: train the rows here, one after another; slurm: write "
+    "<workdir>/slurm/<row>.sbatch and print the sbatch commands; tpu: print one Cloud TPU pod command per row; "
+    "print: print the train command of each row.")
+SLURM_NODES = flags.DEFINE_integer("slurm_nodes", 1, "Slurm: nodes per row (#SBATCH --nodes).", lower_bound=1)
+SLURM_GPUS_PER_NODE = flags.DEFINE_integer(
+    "slurm_gpus_per_node", 8, "Slurm: GPUs per node; one process (task) per GPU.", lower_bound=1)
+SLURM_TIME = flags.DEFINE_string("slurm_time", "24:00:00", "Slurm: time limit per row (#SBATCH --time).")
+SLURM_PARTITION = flags.DEFINE_string("slurm_partition", None, "Slurm: partition (#SBATCH --partition); "
+                                                               "default: the cluster's.")
+TPU_NAME = flags.DEFINE_string("tpu_name", None, "Cloud TPU: name of the TPU VM (pod slice) to run on.")
+TPU_ZONE = flags.DEFINE_string("tpu_zone", None, "Cloud TPU: zone of the TPU VM, e.g. us-central2-b.")
+TPU_REPO = flags.DEFINE_string("tpu_repo", "transformer_jax",
+                               "Cloud TPU: checkout of this repository on every worker (relative to the home folder).")
+ENV_SETUP = flags.DEFINE_string("env_setup", None, "Slurm/TPU: shell command run before training on each node, "
+                                                   "e.g. 'source venv/bin/activate'.")
+
+COMMAND = "transformer-jax"
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class SlurmOptions:
+    nodes: int = 1
+    gpus_per_node: int = 8
+    time: str = "24:00:00"
+    partition: str | None = None
+    env_setup: str | None = None
+
+
+def _cli_path(path: str) -> str:
+    """``path`` relative to the current folder when it lies inside it (commands then read the same anywhere)."""
+    relative = os.path.relpath(os.path.abspath(path))
+    return path if relative.startswith(os.pardir) else relative
+
+
+def override_args(overrides: Mapping[str, Any]) -> list[str]:
+    """``{"train.num_steps": 5}`` → ``["--config.train.num_steps=5"]`` (what config_flags parses back)."""
+    args = []
+    for path, value in overrides.items():
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif not isinstance(value, (int, float, str)):
+            raise TypeError(f"--config.{path}: only int, float, bool and str overrides can be passed to each row.")
+        args.append(f"--config.{path}={value}")
+    return args
+
+
+def train_argv(experiment: Experiment, row: str, base: str, workdir: str,
+               overrides: Mapping[str, Any] | None = None) -> list[str]:
+    """The `transformer-jax train` command (as argv) that trains ``row`` of ``experiment`` on base ``base``."""
+    config = f"{_cli_path(experiment.config_file)}:{experiment.config_arg(row, base)}"
+    return [COMMAND, "train", f"--config={config}", f"--workdir={os.path.join(workdir, row)}",
+            *override_args(overrides or {})]
+
+
+def slurm_script(argv: list[str], experiment: Experiment, row: str, workdir: str, options: SlurmOptions) -> str:
+    """A Slurm batch script: one task per GPU on every node, each running the same train command."""
+    log = os.path.join(workdir, "slurm", f"{row}-%j.log")
+    lines = ["#!/bin/bash",
+             f"# {experiment.name} row {row}, written by `transformer-jax sweep --launcher=slurm`.",
+             "# Submit it again to resume: training continues from the run's latest checkpoint.",
+             f"#SBATCH --job-name={experiment.name}-{row}",
+             f"#SBATCH --nodes={options.nodes}",
+             f"#SBATCH --gpus-per-node={options.gpus_per_node}",
+             f"#SBATCH --ntasks-per-node={options.gpus_per_node}",
+             f"#SBATCH --time={options.time}",
+             f"#SBATCH --output={log}",
+             f"#SBATCH --chdir={os.getcwd()}"]
+    if options.partition:
+        lines.append(f"#SBATCH --partition={options.partition}")
+    lines += ["", "set -eo pipefail"]
+    if options.env_setup:
+        lines.append(options.env_setup)
+    lines += ["# One process per GPU: jax.distributed.initialize() reads SLURM_* (launch/cluster.py) and gives each",
+              "# process the GPU of its SLURM_LOCALID.",
+              f"srun --kill-on-bad-exit=1 {shlex.join(argv)}", ""]
+    return "\n".join(lines)
+
+
+def tpu_command(argv: list[str], name: str, zone: str, repo: str, env_setup: str | None = None) -> str:
+    """The command that starts ``argv`` on every worker of a Cloud TPU pod slice."""
+    steps = [f"cd {repo}", *([env_setup] if env_setup else []), shlex.join(argv)]
+    return (f"gcloud compute tpus tpu-vm ssh {shlex.quote(name)} --zone={shlex.quote(zone)} --worker=all "
+            f"--command={shlex.quote(' && '.join(steps))}")
+
+
+def flag_overrides() -> dict[str, Any]:
+    """The --config.x.y=value overrides given on the command line (parsed by the shared --config flag)."""
+    if flags.FLAGS["config"].present:
+        raise ValueError("sweep takes --base=NAME (and --config.x.y=value overrides), not --config.")
+    return dict(flags.FLAGS["config"].override_values)
+
+
+def run_local(configs: dict, workdir: str) -> dict[str, str]:
+    """Trains and evaluates each row in turn (skipping finished rows); returns {row: error} for failed rows."""
+    from launch.train import run_training  # imported here: the other launchers need no JAX
+    from transformer_jax.evaluate.report import is_finished
+
+    failed = {}
+    for i, (row, config) in enumerate(configs.items(), 1):
+        rundir = os.path.join(workdir, row)
+        if is_finished(rundir, int(config.train.num_steps)):
+            print(f"[{i}/{len(configs)}] {row}: finished, skipping ({rundir})")
+            continue
+        print(f"[{i}/{len(configs)}] {row}: training in {rundir}", flush=True)
+        try:
+            summary = run_training(config, rundir, ("dev", "test"), "latest")
+        except Exception as e:  # one failed row (a NaN loss, a config clash) must not stop the sweep
+            logger.exception("Row %s failed", row)
+            failed[row] = f"{type(e).__name__}: {e}"
+            continue
+        print(json.dumps({"row": row, **summary}), flush=True)
+    return failed
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) > 1:
+        sys.exit(f"transformer-jax sweep: unexpected arguments {' '.join(argv[1:])!r}.")
+    if not WORKDIR.value:
+        sys.exit("transformer-jax sweep: --workdir is required (each row runs in <workdir>/<row>).")
+    try:
+        experiment = get_experiment(EXPERIMENT.value)
+        base = base_name(experiment, BASE.value)
+        overrides = flag_overrides()
+        configs = resolve(experiment, base, ROWS.value, overrides)
+        commands = {row: train_argv(experiment, row, base, WORKDIR.value, overrides) for row in configs}
+    except (ValueError, TypeError) as e:
+        sys.exit(f"transformer-jax sweep: {e}")
+    workdir, launcher = WORKDIR.value, LAUNCHER.value
+    if launcher == "print":
+        for argv_row in commands.values():
+            print(shlex.join(argv_row))
+    elif launcher == "slurm":
+        options = SlurmOptions(SLURM_NODES.value, SLURM_GPUS_PER_NODE.value, SLURM_TIME.value, SLURM_PARTITION.value,
+                               ENV_SETUP.value)
+        os.makedirs(os.path.join(workdir, "slurm"), exist_ok=True)
+        for row, argv_row in commands.items():
+            path = os.path.join(workdir, "slurm", f"{row}.sbatch")
+            with open(path, "w") as f:
+                f.write(slurm_script(argv_row, experiment, row, workdir, options))
+            print(f"sbatch {shlex.quote(path)}")
+    elif launcher == "tpu":
+        if not TPU_NAME.value or not TPU_ZONE.value:
+            sys.exit("transformer-jax sweep: --launcher=tpu needs --tpu_name and --tpu_zone.")
+        print("# One command per row; each uses the whole pod slice, so run them one after another.")
+        for argv_row in commands.values():
+            print(tpu_command(argv_row, TPU_NAME.value, TPU_ZONE.value, TPU_REPO.value, ENV_SETUP.value))
+    else:
+        logs.setup()
+        cluster.maybe_initialize()
+        failed = run_local(configs, workdir)
+        if failed:
+            sys.exit("transformer-jax sweep: rows failed: " + "; ".join(f"{r}: {e}" for r, e in failed.items()))
+        print(f"All {len(configs)} rows done; compare them with: transformer-jax compare {shlex.quote(workdir)}/*")

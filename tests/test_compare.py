@@ -1,0 +1,154 @@
+"""Tests for `transformer-jax compare` and transformer_jax/evaluate/report.py on hand-made run folders.
+
+tests/fixtures/compare/ holds four runs of configs/tiny.py (config.json, metrics.jsonl, eval_*.json): ``base``
+(finished, resumed once), ``D1`` (finished), ``C4`` (still training: 10 of 20 steps, dev BLEU only in
+metrics.jsonl), ``custom`` (no Table 3 row) and ``slurm/`` (not a run). tests/golden/compare_table3.md is the
+reviewed table; rewrite it with UPDATE_GOLDEN=1 after a deliberate change of the layout.
+"""
+
+import csv
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from experiments import get_experiment
+from launch.compare import default_out
+from transformer_jax.evaluate import report
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(REPO, "tests", "fixtures", "compare")
+GOLDEN = os.path.join(REPO, "tests", "golden", "compare_table3.md")
+RUNS = ("C4", "D1", "base", "custom")  # glob order; the table puts them in the paper's order
+
+
+def check_golden(path: str, text: str) -> None:
+    if os.environ.get("UPDATE_GOLDEN"):
+        with open(path, "w") as f:
+            f.write(text)
+    with open(path) as f:
+        assert text == f.read(), f"differs from {os.path.relpath(path, REPO)} (UPDATE_GOLDEN=1 rewrites it)"
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict]:
+    runs = [report.collect_run(os.path.join(FIXTURES, name)) for name in RUNS]
+    return report.build_rows(runs, get_experiment("table3").paper)
+
+
+def by_run(rows: list[dict]) -> dict[str, dict]:
+    return {row["table3_row"] or row["run"]: row for row in rows}
+
+
+def test_markdown_is_the_golden_table(rows):
+    check_golden(GOLDEN, report.to_markdown(rows))
+
+
+def test_rows_follow_the_papers_order(rows):
+    assert [row["run"] for row in rows] == ["base", "C4", "D1", "custom"]
+
+
+def test_paper_numbers_sit_beside_paper_rows(rows):
+    r = by_run(rows)
+    assert (r["base"]["paper_dev_ppl"], r["base"]["paper_dev_bleu"], r["base"]["paper_params_m"]) == (4.92, 25.8, 65)
+    assert (r["C4"]["paper_dev_ppl"], r["C4"]["paper_dev_bleu"]) == (5.75, 24.5)
+    assert r["custom"]["paper_dev_ppl"] is None and r["custom"]["paper_dev_bleu"] is None
+
+
+def test_config_columns(rows):
+    r = by_run(rows)
+    assert (r["base"]["N"], r["base"]["d_model"], r["base"]["h"], r["base"]["d_k"]) == (1, 32, 2, 16)
+    assert (r["C4"]["d_model"], r["C4"]["d_k"], r["C4"]["d_v"]) == (16, 8, 8)  # the row's delta on tiny
+    assert r["D1"]["P_drop"] == 0.0 and r["base"]["P_drop"] == 0.1
+    assert r["base"]["params_m"] > 0 and r["C4"]["params_m"] < r["base"]["params_m"]
+
+
+def test_in_progress_run_shows_its_latest_numbers_marked(rows):
+    r = by_run(rows)
+    c4 = r["C4"]
+    assert c4["in_progress"] and not r["base"]["in_progress"] and not r["custom"]["in_progress"]
+    assert (c4["step"], c4["num_steps"], c4["dev_ppl"]) == (10, 20, 200.0)
+    assert (c4["dev_bleu"], c4["dev_bleu_source"], c4["test_bleu"]) == (3.21, "metrics.jsonl", None)
+    markdown = report.to_markdown(rows)
+    line = next(line for line in markdown.splitlines() if line.startswith("| C4"))
+    assert line.startswith("| C4\\* |") and "| 10/20 |" in line
+    assert "\\* still training" in markdown
+
+
+def test_dev_bleu_prefers_eval_dev_json(rows):
+    base = by_run(rows)["base"]
+    assert (base["dev_bleu"], base["dev_tokenized_bleu"], base["dev_bleu_source"]) == (12.34, 13.06, "eval_dev.json")
+    assert (base["test_bleu"], base["test_tokenized_bleu"]) == (11.02, 11.71)
+
+
+def test_wall_time_sums_resumed_segments(rows):
+    assert by_run(rows)["base"]["wall_time_s"] == pytest.approx(6.0 + 4.5)  # elapsed_s restarted at step 10
+    assert report.train_seconds([{"step": 1, "compile_time_s": 3.0}]) is None
+    assert report.train_seconds([{"elapsed_s": 1.0}, {"elapsed_s": 2.0}, {"elapsed_s": 0.5}]) == 2.5
+
+
+def test_csv_has_raw_values(rows):
+    records = list(csv.DictReader(io.StringIO(report.to_csv(rows))))
+    assert [r["run"] for r in records] == ["base", "C4", "D1", "custom"]
+    assert records[0]["dev_bleu"] == "12.34" and records[0]["paper_dev_bleu"] == "25.8"
+    assert records[1]["in_progress"] == "True" and records[1]["test_bleu"] == ""
+
+
+def test_plot_writes_a_png(rows, tmp_path):
+    path = report.plot(rows, str(tmp_path / "plots" / "bleu.png"))
+    with open(path, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    assert os.path.getsize(path) > 1000
+
+
+def test_a_folder_without_config_is_not_a_run():
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        report.collect_run(os.path.join(FIXTURES, "slurm"))
+
+
+def test_is_finished_needs_the_last_checkpoint_and_test_bleu(tmp_path):
+    run = tmp_path / "run"
+    assert not report.is_finished(str(run), 20)
+    (run / "checkpoints" / "10").mkdir(parents=True)
+    (run / "checkpoints" / "10.orbax-checkpoint-tmp-1").mkdir()  # a save in flight is not a checkpoint
+    assert report.checkpoint_steps(str(run)) == [10]
+    (run / "eval_test.json").write_text(json.dumps({"sacrebleu": 1.0}))
+    assert not report.is_finished(str(run), 20)
+    (run / "checkpoints" / "20").mkdir()
+    assert report.is_finished(str(run), 20)
+    assert not report.is_finished(str(run), 40)  # num_steps raised: the sweep resumes it
+
+
+def test_default_out_is_the_common_parent():
+    assert default_out(["runs/t3/A1", "runs/t3/B1/"]) == os.path.abspath("runs/t3/compare")
+    assert default_out(["runs/t3/A1", "runs/other/B1"]) == os.path.abspath("runs/compare")
+
+
+def _command() -> list[str]:
+    exe = shutil.which("transformer-jax") or os.path.join(os.path.dirname(sys.executable), "transformer-jax")
+    return [exe] if os.access(exe, os.X_OK) else [sys.executable, "-c", "from launch.cli import run; run()"]
+
+
+def test_cli_prints_the_table_and_writes_csv_and_png(tmp_path):
+    folders = [os.path.join("tests", "fixtures", "compare", name) for name in sorted(os.listdir(FIXTURES))]
+    out = tmp_path / "out"
+    proc = subprocess.run(_command() + ["compare", *folders, f"--out={out}"], check=False, cwd=REPO, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert proc.returncode == 0, proc.stderr
+    with open(GOLDEN) as f:
+        assert proc.stdout == f.read()
+    assert "Skipping tests/fixtures/compare/slurm" in proc.stderr
+    assert (out / "table.md").read_text() == proc.stdout
+    assert len((out / "table.csv").read_text().splitlines()) == 1 + 4
+    assert (out / "bleu.png").stat().st_size > 1000
+
+
+def test_cli_without_runs_fails_cleanly(tmp_path):
+    proc = subprocess.run(_command() + ["compare", str(tmp_path)], check=False, cwd=REPO, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "no config.json" in proc.stderr

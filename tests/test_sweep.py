@@ -1,0 +1,307 @@
+"""Tests for experiments/ and `transformer-jax sweep`: rows on every base, the launch files (golden), the printed
+command rebuilding exactly the in-process config, and a 2-row local sweep of configs/tiny.py end to end.
+
+Golden files (tests/golden/sweep_*) were reviewed once; UPDATE_GOLDEN=1 rewrites them after a deliberate change.
+Paths in them are relative to the repository root (the sbatch --chdir line is normalised to /path/to/repo).
+"""
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+
+import pytest
+from absl import flags
+from ml_collections import config_flags
+
+from configs import table3
+from experiments import EXPERIMENTS, base_name, get_experiment, resolve, select_rows
+from launch import sweep
+from transformer_jax.evaluate import report
+from transformer_jax.model.size import count_parameters
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GOLDEN = os.path.join(REPO, "tests", "golden")
+NORMALISED_REPO = "/path/to/repo"
+TABLE3 = get_experiment("table3")
+BASES = ("base", "demo", "multi30k", "tiny")
+
+
+def check_golden(name: str, text: str) -> None:
+    path = os.path.join(GOLDEN, name)
+    if os.environ.get("UPDATE_GOLDEN"):
+        with open(path, "w") as f:
+            f.write(text)
+    with open(path) as f:
+        assert text == f.read(), f"differs from tests/golden/{name} (UPDATE_GOLDEN=1 rewrites it)"
+
+
+def cli_config(argv: list[str]):
+    """The config `transformer-jax train` builds from ``argv`` (its --config and --config.x.y arguments)."""
+    args = ["prog", *(a for a in argv if a.startswith("--config"))]
+    fv = flags.FlagValues()
+    holder = config_flags.DEFINE_config_file("config", flag_values=fv, sys_argv=args)
+    fv(args)
+    return holder.value
+
+
+@pytest.fixture
+def in_repo(monkeypatch):
+    """Commands are printed relative to the current folder: run from the repository root, as a user would."""
+    monkeypatch.chdir(REPO)
+
+
+# --- experiments/ -------------------------------------------------------------------------------------------------
+
+
+def test_every_experiment_loads():
+    for name in EXPERIMENTS:
+        experiment = get_experiment(name)
+        assert experiment.name == name and experiment.rows and experiment.default_base
+    with pytest.raises(ValueError, match="table3"):
+        get_experiment("table9")
+
+
+@pytest.mark.parametrize("base", BASES)
+def test_every_row_resolves_on_every_base(base):
+    configs = resolve(TABLE3, base)
+    assert list(configs) == list(table3.ROWS)
+    for row, c in configs.items():
+        m = c.model
+        assert c.table3_row == row and c.name.endswith(f"/{row}")
+        assert m.num_heads >= 1 and m.d_k >= 1 and m.d_v >= 1 and m.num_encoder_layers >= 1
+        assert m.d_model >= 1 and m.d_ff >= 1 and c.train.num_steps >= 1
+        if row.startswith("A"):
+            assert m.num_heads * m.d_k == m.d_model
+
+
+@pytest.mark.parametrize("base,row", [("tiny", "A4"), ("tiny", "C4"), ("demo", "C5"), ("multi30k", "E"),
+                                      ("base", "B1")])
+def test_parameter_counts(base, row):
+    counts = count_parameters(resolve(TABLE3, base, row)[row].model)
+    assert counts["total"] > 0 and counts["nonembedding"] > 0
+
+
+def test_rows_are_table3_apply_row():
+    """No second copy of the row logic: each row is configs/table3.py's on the chosen base."""
+    for row, c in resolve(TABLE3, "configs/demo.py").items():
+        assert c.to_dict() == table3.get_config(f"{row},base=demo").to_dict()
+    assert set(TABLE3.paper) == set(table3.PAPER)
+    assert TABLE3.paper["C4"] == {"dev_ppl": 5.75, "dev_bleu": 24.5, "params_m": 28}
+
+
+def test_tiny_rows_keep_h_times_dk():
+    a4 = resolve(TABLE3, "tiny", "A4")["A4"].model
+    assert (a4.num_heads, a4.d_k, a4.d_v) == (32, 1, 1)
+
+
+def test_row_selection_expands_groups_in_table_order():
+    assert select_rows(TABLE3, "C,B1,A") == ["A1", "A2", "A3", "A4", "B1", "C1", "C2", "C3", "C4", "C5", "C6", "C7"]
+    assert select_rows(TABLE3, ["D", "D1", "base"]) == ["base", "D1", "D2", "D3", "D4"]
+    assert select_rows(TABLE3, "E,big") == ["E", "big"]  # E is a row (no group of that name needed)
+    assert select_rows(TABLE3, None) == select_rows(TABLE3, "") == list(table3.ROWS)
+    assert TABLE3.groups["C"] == [f"C{i}" for i in range(1, 8)]
+
+
+def test_unknown_row_lists_the_valid_ones():
+    with pytest.raises(ValueError, match="'Z9'") as err:
+        select_rows(TABLE3, "A,Z9")
+    for row in table3.ROWS:
+        assert row in str(err.value)
+    assert "A (A1..A4)" in str(err.value)
+
+
+def test_base_by_name_or_path(tmp_path):
+    assert base_name(TABLE3, None) == "base"
+    assert base_name(TABLE3, "demo") == base_name(TABLE3, os.path.join(REPO, "configs", "demo.py")) == "demo"
+    outside = tmp_path / "mine.py"
+    outside.write_text("def get_config(): pass\n")
+    with pytest.raises(ValueError, match="module of configs/"):
+        base_name(TABLE3, str(outside))
+    with pytest.raises(ValueError, match="does not exist"):
+        base_name(TABLE3, "configs/nope.py")
+    with pytest.raises(ValueError, match="no_such_config"):
+        resolve(TABLE3, "no_such_config", "B1")
+
+
+def test_overrides_apply_after_the_row():
+    c = resolve(TABLE3, "demo", "A1", {"model.num_heads": 2, "train.num_steps": 9})["A1"]
+    assert (c.model.num_heads, c.model.d_k, c.train.num_steps) == (2, 128, 9)
+    with pytest.raises(ValueError, match="model.d_modell"):
+        resolve(TABLE3, "demo", "A1", {"model.d_modell": 3})
+
+
+# --- launch files -------------------------------------------------------------------------------------------------
+
+PRINT_ARGS = ["--experiment=table3", "--base=configs/demo.py", "--rows=base,A,B1,E", "--workdir=runs/table3_demo",
+              "--launcher=print", "--config.train.num_steps=500", "--config.decode.method=greedy"]
+PRINT_OVERRIDES = {"train.num_steps": 500, "decode.method": "greedy"}
+SLURM_ARGS = ["--rows=B1,C4", "--launcher=slurm", "--slurm_nodes=2", "--slurm_gpus_per_node=8",
+              "--slurm_time=12:00:00", "--slurm_partition=gpu", "--env_setup=source venv/bin/activate"]
+SLURM_OPTIONS = sweep.SlurmOptions(2, 8, "12:00:00", "gpu", "source venv/bin/activate")
+TPU_ARGS = ["--rows=C1,big", "--launcher=tpu", "--tpu_name=t3-pod", "--tpu_zone=us-central2-b",
+            "--env_setup=source venv/bin/activate"]
+
+
+def print_output(rows: str, base: str, workdir: str, overrides: dict) -> str:
+    return "".join(shlex.join(sweep.train_argv(TABLE3, row, base, workdir, overrides)) + "\n"
+                   for row in select_rows(TABLE3, rows))
+
+
+def test_print_launcher_golden(in_repo):
+    check_golden("sweep_print.txt", print_output("base,A,B1,E", "demo", "runs/table3_demo", PRINT_OVERRIDES))
+
+
+@pytest.mark.parametrize("row", ["B1", "C4"])
+def test_slurm_script_golden(in_repo, row):
+    argv = sweep.train_argv(TABLE3, row, "base", "runs/table3")
+    script = sweep.slurm_script(argv, TABLE3, row, "runs/table3", SLURM_OPTIONS)
+    check_golden(f"sweep_slurm_{row}.sbatch", script.replace(REPO, NORMALISED_REPO))
+
+
+def test_tpu_launcher_golden(in_repo):
+    lines = [sweep.tpu_command(sweep.train_argv(TABLE3, row, "base", "runs/table3"), "t3-pod", "us-central2-b",
+                               "transformer_jax", "source venv/bin/activate") for row in ("C1", "big")]
+    check_golden("sweep_tpu.txt", "# One command per row; each uses the whole pod slice, so run them one after "
+                                  "another.\n" + "".join(line + "\n" for line in lines))
+
+
+def test_override_args_round_trip_types():
+    args = sweep.override_args({"a.b": 1, "c": 0.5, "d": True, "e": False, "f": "learned"})
+    assert args == ["--config.a.b=1", "--config.c=0.5", "--config.d=true", "--config.e=false", "--config.f=learned"]
+    with pytest.raises(TypeError, match="only int"):
+        sweep.override_args({"x": (1, 2)})
+
+
+OVERRIDES = {"train.num_steps": 5, "model.positional": "learned", "data.pack": False,
+             "train.learning_rate_scale": 0.5, "decode.batch_size": 7, "train.eval_bleu": True}
+
+
+@pytest.mark.parametrize("base,overrides", [("base", {}), ("demo", OVERRIDES), ("tiny", OVERRIDES),
+                                            ("multi30k", {"train.num_steps": 3})])
+def test_printed_command_rebuilds_the_in_process_config(in_repo, base, overrides):
+    """What a launcher runs (`transformer-jax train --config=configs/table3.py:ROW,base=NAME ...`) is exactly the
+    config the local launcher trains, for every row."""
+    for row, config in resolve(TABLE3, base, None, overrides).items():
+        argv = sweep.train_argv(TABLE3, row, base, "runs/x", overrides)
+        assert argv[:3] == ["transformer-jax", "train", f"--config=configs/table3.py:{row},base={base}"]
+        assert argv[3] == f"--workdir={os.path.join('runs/x', row)}"
+        assert cli_config(argv).to_dict() == config.to_dict(), row
+
+
+def test_every_sweep_flag_has_help():
+    names = [f.name for f in flags.FLAGS.get_key_flags_for_module(sweep)]
+    assert {"experiment", "rows", "base", "launcher", "slurm_nodes", "slurm_gpus_per_node", "slurm_time",
+            "slurm_partition", "tpu_name", "tpu_zone"} <= set(names)
+    for name in names:
+        assert len(flags.FLAGS[name].help) > 10, name
+
+
+# --- the command line -----------------------------------------------------------------------------------------------
+
+
+def _command() -> list[str]:
+    exe = shutil.which("transformer-jax") or os.path.join(os.path.dirname(sys.executable), "transformer-jax")
+    return [exe] if os.access(exe, os.X_OK) else [sys.executable, "-c", "from launch.cli import run; run()"]
+
+
+def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(_command() + ["sweep", *args], check=False, cwd=REPO, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "JAX_PLATFORMS": "cpu", **(env or {})})
+
+
+def compilation_cache(tmp_path) -> dict:
+    """A persistent XLA cache for one test: rows share their init, eval and decode programs (compiled once)."""
+    return {"JAX_COMPILATION_CACHE_DIR": str(tmp_path / "xla_cache"), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+
+
+def test_cli_print_is_the_golden_output():
+    proc = cli(*PRINT_ARGS)
+    assert proc.returncode == 0, proc.stderr
+    with open(os.path.join(GOLDEN, "sweep_print.txt")) as f:
+        assert proc.stdout == f.read()
+
+
+def test_cli_slurm_writes_the_golden_scripts(tmp_path):
+    workdir = tmp_path / "table3"
+    proc = cli(*SLURM_ARGS, f"--workdir={workdir}")
+    assert proc.returncode == 0, proc.stderr
+
+    def normalise(text: str) -> str:  # the run folder as if given as runs/table3
+        return text.replace(str(workdir), "runs/table3").replace(REPO, NORMALISED_REPO)
+
+    check_golden("sweep_slurm.txt", normalise(proc.stdout))
+    for row in ("B1", "C4"):
+        with open(os.path.join(GOLDEN, f"sweep_slurm_{row}.sbatch")) as f:
+            assert normalise((workdir / "slurm" / f"{row}.sbatch").read_text()) == f.read()
+
+
+def test_cli_tpu_is_the_golden_output():
+    proc = cli(*TPU_ARGS, "--workdir=runs/table3")
+    assert proc.returncode == 0, proc.stderr
+    with open(os.path.join(GOLDEN, "sweep_tpu.txt")) as f:
+        assert proc.stdout == f.read()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--rows=A,Q7", "--launcher=print", "--workdir=w"], "valid rows: base, A1"),
+    (["--launcher=print"], "--workdir is required"),
+    (["--launcher=tpu", "--workdir=w"], "--tpu_name and --tpu_zone"),
+    (["--config=configs/demo.py", "--launcher=print", "--workdir=w"], "not --config"),
+    (["--base=/etc/hosts.py", "--launcher=print", "--workdir=w"], "does not exist"),
+])
+def test_cli_errors_are_one_clear_line(args, message):
+    proc = cli(*args)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert message in proc.stderr
+
+
+# --- a local sweep, end to end ------------------------------------------------------------------------------------
+
+
+def test_local_sweep_two_rows_end_to_end(in_repo, tmp_path, capsys):
+    """`sweep --base=tiny --rows=base,D1` (5 steps each): trained, scored, skipped when run again, compared."""
+    workdir = str(tmp_path / "table3")
+    overrides = {"train.num_steps": 5, "decode.batch_size": 32}
+    proc = cli("--base=tiny", "--rows=base,D1", f"--workdir={workdir}", *sweep.override_args(overrides),
+               env=compilation_cache(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    summaries = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert [(s["row"], s["step"]) for s in summaries] == [("base", 5), ("D1", 5)]
+    assert f"compare them with: transformer-jax compare {workdir}/*" in proc.stdout
+    configs = resolve(TABLE3, "tiny", "base,D1", overrides)
+    for row, config in configs.items():
+        rundir = os.path.join(workdir, row)
+        assert report.is_finished(rundir, 5)
+        with open(os.path.join(rundir, "config.json")) as f:  # trained = in-process = the printed command's config
+            saved = json.load(f)
+        assert saved == json.loads(config.to_json_best_effort())
+        assert saved == json.loads(cli_config(sweep.train_argv(TABLE3, row, "tiny", workdir, overrides))
+                                   .to_json_best_effort())
+    assert sweep.run_local(configs, workdir) == {}  # finished rows are skipped (no training, no JAX)
+    assert capsys.readouterr().out.count("finished, skipping") == 2
+    rows = report.build_rows([report.collect_run(os.path.join(workdir, r)) for r in ("D1", "base")], TABLE3.paper)
+    assert [(r["run"], r["in_progress"], r["step"]) for r in rows] == [("base", False, 5), ("D1", False, 5)]
+    assert all(r["test_bleu"] is not None and r["dev_ppl"] > 1 and r["params_m"] > 0 for r in rows)
+
+
+@pytest.mark.slow
+def test_local_sweep_resumes_a_half_finished_row(tmp_path):
+    """The CLI, twice: a row interrupted at step 10 of 20 resumes there and finishes; the finished one is skipped."""
+    from transformer_jax.train.trainer import train
+
+    workdir = tmp_path / "table3"
+    config = resolve(TABLE3, "tiny", "C4")["C4"]
+    train(config, str(workdir / "C4"), progress=False, stop_after=10)
+    assert report.checkpoint_steps(str(workdir / "C4")) == [10]
+    proc = cli("--base=tiny", "--rows=C4,D3", f"--workdir={workdir}", env=compilation_cache(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "Resumed from step 10" in proc.stderr
+    for row in ("C4", "D3"):
+        assert report.is_finished(str(workdir / row), 20)
+    steps = [json.loads(line)["step"] for line in (workdir / "C4" / "metrics.jsonl").read_text().splitlines()]
+    assert steps == sorted(steps) and steps[-1] == 20
+    again = cli("--base=tiny", "--rows=C4,D3", f"--workdir={workdir}")
+    assert again.returncode == 0 and again.stdout.count("finished, skipping") == 2

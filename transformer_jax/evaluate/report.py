@@ -1,0 +1,245 @@
+"""Comparing runs side by side in the layout of the paper's Table 3: markdown, CSV and a BLEU plot.
+
+Pure functions over run folders (``config.json``, ``metrics.jsonl``, ``eval_<split>.json``)::
+
+    runs = [collect_run(d) for d in workdirs]
+    rows = build_rows(runs, paper)          # paper: {row: {"dev_ppl", "dev_bleu", "params_m"}} (e.g. Table 3)
+    print(to_markdown(rows)); open("t.csv", "w").write(to_csv(rows)); plot(rows, "bleu.png")
+
+A run that is still training (last logged step < num_steps, or no eval_test.json yet) shows its latest numbers
+from metrics.jsonl and is marked with "*". Dev BLEU is read from eval_dev.json (beam search over the whole dev
+split) when present, else from the latest ``dev_bleu`` logged during training.
+"""
+
+import csv
+import io
+import json
+import os
+
+import ml_collections
+
+from transformer_jax.train.metrics import read_metrics
+from transformer_jax.train.trainer import CONFIG_FILE
+
+# Columns of the table: (key in a row dict, markdown header). Paper columns sit beside ours.
+COLUMNS = (
+    ("run", "run"), ("N", "N"), ("d_model", "d_model"), ("d_ff", "d_ff"), ("h", "h"), ("d_k", "d_k"),
+    ("d_v", "d_v"), ("P_drop", "P_drop"), ("eps_ls", "ε_ls"), ("positional", "positional"),
+    ("params_m", "params ×10^6"), ("steps", "steps"), ("dev_ppl", "dev PPL"), ("paper_dev_ppl", "paper PPL"),
+    ("dev_bleu", "dev BLEU"), ("dev_tokenized_bleu", "dev BLEU (tok)"), ("paper_dev_bleu", "paper BLEU"),
+    ("test_bleu", "test BLEU"), ("test_tokenized_bleu", "test BLEU (tok)"), ("wall_time", "train time"),
+)
+MISSING = "–"
+
+
+def _read_json(path: str) -> dict | None:
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def _latest(records: list[dict], key: str):
+    """The value of ``key`` in the last record that has it (None if none does)."""
+    for record in reversed(records):
+        if record.get(key) is not None:
+            return record[key]
+    return None
+
+
+def train_seconds(records: list[dict]) -> float | None:
+    """Training wall time: ``elapsed_s`` restarts at 0 when a run resumes, so sum each segment's last value."""
+    total, previous, seen = 0.0, 0.0, False
+    for record in records:
+        elapsed = record.get("elapsed_s")
+        if elapsed is None:
+            continue
+        seen = True
+        if elapsed < previous:  # a new segment (resumed run)
+            total += previous
+        previous = elapsed
+    return total + previous if seen else None
+
+
+def _parameters(model: dict) -> int | None:
+    from transformer_jax.model.size import count_parameters  # builds an abstract model: only when needed
+
+    try:
+        return count_parameters(ml_collections.ConfigDict(model))["total"]
+    except (AttributeError, KeyError, TypeError, ValueError):  # a run from an older version whose model config no longer builds: show "–"
+        return None
+
+
+def checkpoint_steps(workdir: str) -> list[int]:
+    """Steps of the finished checkpoints in ``<workdir>/checkpoints`` (orbax names each folder by its step)."""
+    directory = os.path.join(workdir, "checkpoints")
+    if not os.path.isdir(directory):
+        return []
+    return sorted(int(name) for name in os.listdir(directory)
+                  if name.isdigit() and os.path.isdir(os.path.join(directory, name)))
+
+
+def is_finished(workdir: str, num_steps: int) -> bool:
+    """A run is finished when its last checkpoint is at ``num_steps`` and its test split has been scored."""
+    steps = checkpoint_steps(workdir)
+    return bool(steps) and steps[-1] == num_steps and os.path.exists(os.path.join(workdir, "eval_test.json"))
+
+
+def collect_run(workdir: str) -> dict:
+    """Everything the table needs from one run folder (raises FileNotFoundError if it has no config.json)."""
+    config = _read_json(os.path.join(workdir, CONFIG_FILE))
+    if config is None:
+        raise FileNotFoundError(f"No {CONFIG_FILE} in {workdir}: not a transformer-jax run folder.")
+    records = read_metrics(workdir)
+    dev, test = (_read_json(os.path.join(workdir, f"eval_{split}.json")) for split in ("dev", "test"))
+    num_steps = int(config["train"]["num_steps"])
+    step = max((int(r["step"]) for r in records), default=0)
+    if dev is not None:
+        dev_bleu, dev_tok, dev_source = dev.get("sacrebleu"), dev.get("tokenized_bleu"), "eval_dev.json"
+    else:
+        dev_bleu, dev_tok = _latest(records, "dev_bleu"), _latest(records, "dev_tokenized_bleu")
+        dev_source = "metrics.jsonl" if dev_bleu is not None else None
+    return {
+        "name": os.path.basename(os.path.normpath(workdir)),
+        "workdir": workdir,
+        "config": config,
+        "table3_row": config.get("table3_row"),
+        "params": _parameters(config["model"]),
+        "num_steps": num_steps,
+        "step": step,
+        "finished": step >= num_steps and test is not None,
+        "dev_ppl": _latest(records, "dev_ppl"),
+        "dev_bleu": dev_bleu,
+        "dev_tokenized_bleu": dev_tok,
+        "dev_bleu_source": dev_source,
+        "test_bleu": test.get("sacrebleu") if test else None,
+        "test_tokenized_bleu": test.get("tokenized_bleu") if test else None,
+        "signature": (test or dev or {}).get("signature"),
+        "checkpoint": (test or dev or {}).get("checkpoint"),
+        "train_seconds": train_seconds(records),
+    }
+
+
+def build_rows(runs: list[dict], paper: dict[str, dict] | None = None) -> list[dict]:
+    """One table row per run (raw values), in the paper's row order, runs of no paper row last."""
+    paper = paper or {}
+    order = {row: i for i, row in enumerate(paper)}
+    ranked = sorted(enumerate(runs), key=lambda ir: (order.get(ir[1]["table3_row"], len(order)), ir[0]))
+    rows = []
+    for _, run in ranked:
+        m, t = run["config"]["model"], run["config"]["train"]
+        row_name = run["table3_row"]
+        theirs = paper.get(row_name, {}) if row_name else {}
+        n_enc, n_dec = m["num_encoder_layers"], m["num_decoder_layers"]
+        rows.append({
+            "run": run["name"] if row_name in (None, run["name"]) else f"{run['name']} ({row_name})",
+            "table3_row": row_name,
+            "in_progress": not run["finished"],
+            "N": n_enc if n_enc == n_dec else f"{n_enc}+{n_dec}",
+            "d_model": m["d_model"], "d_ff": m["d_ff"], "h": m["num_heads"], "d_k": m["d_k"], "d_v": m["d_v"],
+            "P_drop": m["dropout_rate"], "eps_ls": t["label_smoothing"], "positional": m["positional"],
+            "params_m": None if run["params"] is None else run["params"] / 1e6,
+            "step": run["step"], "num_steps": run["num_steps"],
+            "dev_ppl": run["dev_ppl"], "paper_dev_ppl": theirs.get("dev_ppl"),
+            "dev_bleu": run["dev_bleu"], "dev_tokenized_bleu": run["dev_tokenized_bleu"],
+            "dev_bleu_source": run["dev_bleu_source"], "paper_dev_bleu": theirs.get("dev_bleu"),
+            "paper_params_m": theirs.get("params_m"),
+            "test_bleu": run["test_bleu"], "test_tokenized_bleu": run["test_tokenized_bleu"],
+            "wall_time_s": run["train_seconds"], "signature": run["signature"], "workdir": run["workdir"],
+        })
+    return rows
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return MISSING
+    seconds = round(seconds)
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def _number(value, digits: int) -> str:
+    return MISSING if value is None else f"{value:.{digits}f}"
+
+
+def _cells(row: dict) -> dict[str, str]:
+    """A row's values as the markdown table shows them."""
+    params = row["params_m"]
+    cells = {key: MISSING if row.get(key) is None else str(row[key]) for key, _ in COLUMNS}
+    cells.update(
+        run=row["run"] + ("\\*" if row["in_progress"] else ""),
+        params_m=_number(params, 1 if params is not None and params >= 10 else 2),
+        steps=f"{row['step']}/{row['num_steps']}" if row["in_progress"] else str(row["step"]),
+        dev_ppl=_number(row["dev_ppl"], 2), paper_dev_ppl=_number(row["paper_dev_ppl"], 2),
+        wall_time=_duration(row["wall_time_s"]),
+    )
+    for key in ("dev_bleu", "dev_tokenized_bleu", "paper_dev_bleu", "test_bleu", "test_tokenized_bleu"):
+        cells[key] = _number(row[key], 1)
+    return cells
+
+
+def to_markdown(rows: list[dict]) -> str:
+    """The Table-3-style markdown table, with footnotes (in-progress runs, where the numbers come from)."""
+    lines = ["| " + " | ".join(header for _, header in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for row in rows:
+        cells = _cells(row)
+        lines.append("| " + " | ".join(cells[key] for key, _ in COLUMNS) + " |")
+    notes = ["", ("dev PPL: per word-piece on the dev split (latest evaluation in metrics.jsonl). BLEU: sacreBLEU "
+                  "and the paper's tokenized compound-split BLEU (tok), beam search, no checkpoint averaging; dev "
+                  "BLEU from eval_dev.json, else the latest dev_bleu logged in training. paper: Table 3 (EN-DE "
+                  "newstest2013, base scale). train time: the training loop, summed over resumed segments.")]
+    signatures = sorted({row["signature"] for row in rows if row["signature"]})
+    if signatures:
+        notes.append("sacreBLEU signature: " + "; ".join(signatures) + ".")
+    if any(row["in_progress"] for row in rows):
+        notes.append("\\* still training (steps = reached/total): its numbers are the latest in metrics.jsonl, "
+                     "no test BLEU until it finishes.")
+    return "\n".join(lines + notes) + "\n"
+
+
+CSV_FIELDS = ("run", "table3_row", "in_progress", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls",
+              "positional", "params_m", "paper_params_m", "step", "num_steps", "dev_ppl", "paper_dev_ppl",
+              "dev_bleu", "dev_tokenized_bleu", "dev_bleu_source", "paper_dev_bleu", "test_bleu",
+              "test_tokenized_bleu", "wall_time_s", "signature", "workdir")
+
+
+def to_csv(rows: list[dict]) -> str:
+    """The rows with raw (unrounded) values, one CSV line per run."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CSV_FIELDS, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: "" if row.get(k) is None else row[k] for k in CSV_FIELDS})
+    return out.getvalue()
+
+
+def plot(rows: list[dict], path: str) -> str:
+    """Bar chart of dev BLEU per row, ours (left axis) beside the paper's (right axis); writes ``path`` (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = list(range(len(rows)))
+    width = 0.4
+    fig, ours_ax = plt.subplots(figsize=(max(6.0, 0.6 * len(rows) + 2), 4.0))
+    paper_ax = ours_ax.twinx()
+    ours = [row["dev_bleu"] or 0.0 for row in rows]
+    paper = [row["paper_dev_bleu"] or 0.0 for row in rows]
+    bars = ours_ax.bar([i - width / 2 for i in x], ours, width, color="tab:blue", label="ours (dev sacreBLEU)")
+    for bar, row in zip(bars, rows):
+        if row["in_progress"]:
+            bar.set_hatch("//")
+            bar.set_alpha(0.6)
+    paper_ax.bar([i + width / 2 for i in x], paper, width, color="tab:orange", label="paper (Table 3)")
+    ours_ax.set_ylabel("ours: dev BLEU", color="tab:blue")
+    paper_ax.set_ylabel("paper: dev BLEU (newstest2013)", color="tab:orange")
+    ours_ax.set_xticks(x)
+    ours_ax.set_xticklabels([row["run"] + ("*" if row["in_progress"] else "") for row in rows], rotation=45,
+                            ha="right")
+    ours_ax.set_title("Dev BLEU per row: ours vs. the paper (* = still training)")
+    handles = ours_ax.get_legend_handles_labels()[0] + paper_ax.get_legend_handles_labels()[0]
+    paper_ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, fontsize="small")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return path
