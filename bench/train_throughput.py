@@ -16,13 +16,13 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
+import jax
+import numpy as np
 
-from bench.common import matmul_peak_gflops, shape_config, summary, timed  # noqa: E402
-from transformer_jax.model.size import flops_per_target_token  # noqa: E402
-from transformer_jax.train import sharding  # noqa: E402
-from transformer_jax.train.step import init_state, make_setup, make_train_step  # noqa: E402
+from bench.common import matmul_peak_gflops, shape_config, summary, timed
+from transformer_jax.model.size import flops_per_target_token
+from transformer_jax.train import sharding
+from transformer_jax.train.step import init_state, make_setup, make_train_step
 
 
 def bench_shape(name: str, batch: int, length: int, dtype: str, budget_s: float, peak: float) -> dict:

@@ -160,6 +160,9 @@ def _loop(setup, config, state, step, batches, train_step, eval_step, dev_batche
             pending = []
             tokens = sum(float(m["target_tokens"]) for m in values)
             last = {k: float(v) for k, v in values[-1].items()}
+            # losses averaged over the interval's tokens (one step's loss depends on its bucket's lengths)
+            for key in ("train_loss", "train_nll"):
+                last[key] = sum(float(m[key]) * float(m["target_tokens"]) for m in values) / max(tokens, 1.0)
             last.update(tokens_per_s=throughput.rate(tokens), fill_rate=batches.stats["fill_rate"],
                         elapsed_s=time.monotonic() - start_time)
             if log_now:
