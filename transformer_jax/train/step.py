@@ -123,11 +123,14 @@ def make_train_step(setup: Setup) -> Callable[[dict, dict], tuple[dict, dict]]:
             zeros = (zeros[0], jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), zeros[1]))
             (grads, sums), _ = jax.lax.scan(body, zeros, (jnp.arange(accum), micro_batches))
         updates, opt_state = tx.update(grads, state["opt_state"], params)
-        new_state = {"params": optax.apply_updates(params, updates), "opt_state": opt_state,
+        new_params = optax.apply_updates(params, updates)
+        new_state = {"params": new_params, "opt_state": opt_state,
                      "step": state["step"] + 1, "rng": state["rng"]}
         metrics = {"train_loss": sums["loss"] / total_tokens, "train_nll": sums["nll"] / total_tokens,
                    "target_tokens": sums["tokens"], "learning_rate": schedule(state["step"]),
-                   "grad_norm": optax.global_norm(grads)}
+                   "grad_norm": optax.tree.norm(grads),
+                   # a finite loss can still come with a non-finite update: never checkpoint that
+                   "params_finite": jnp.all(jnp.stack([jnp.isfinite(p).all() for p in jax.tree.leaves(new_params)]))}
         return new_state, metrics
 
     batch_sharding = sharding.batch_sharding(setup.mesh)

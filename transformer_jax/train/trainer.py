@@ -114,20 +114,22 @@ def train(config: ml_collections.ConfigDict, workdir: str, *, progress: bool = T
     checkpointer = Checkpointer(workdir, keep=t.keep_checkpoints, every_steps=t.checkpoint_every_steps,
                                 every_minutes=t.checkpoint_every_minutes)
     writer = MetricsWriter(workdir)
-    with jax.set_mesh(mesh):
-        train_step, eval_step = make_train_step(setup), make_eval_step(setup)
-        latest = checkpointer.latest_step()
-        if latest is not None:
-            state, data_state = checkpointer.restore(latest, setup.abstract_state)
-            batches.set_state(data_state)
-            logger.info("Resumed from step %d in %s", latest, checkpointer.directory)
-        else:
-            state = init_state(setup)
-        step = int(state["step"])
-        last = _loop(setup, config, state, step, batches, train_step, eval_step, dev_batches, checkpointer,
-                     writer, progress, eval_hook, stop_after)
-    checkpointer.close()
-    writer.close()
+    try:
+        with jax.set_mesh(mesh):
+            train_step, eval_step = make_train_step(setup), make_eval_step(setup)
+            latest = checkpointer.latest_step()
+            if latest is not None:
+                state, data_state = checkpointer.restore(latest, setup.abstract_state)
+                batches.set_state(data_state)
+                logger.info("Resumed from step %d in %s", latest, checkpointer.directory)
+            else:
+                state = init_state(setup)
+            step = int(state["step"])
+            last = _loop(setup, config, state, step, batches, train_step, eval_step, dev_batches, checkpointer,
+                         writer, progress, eval_hook, stop_after)
+    finally:  # an interrupted run still completes the checkpoint in flight
+        checkpointer.close()
+        writer.close()
     return last
 
 
@@ -187,13 +189,14 @@ def _loop(setup, config, state, step, batches, train_step, eval_step, dev_batche
 
 
 def _check_finite(pending: list) -> list[dict]:
-    """Fetches the pending step metrics; raises naming the first step whose loss is not finite."""
+    """Fetches the pending step metrics; raises naming the first step whose loss or update is not finite."""
     values = []
     for step, metrics in pending:
         metrics = jax.device_get(metrics)
-        if not np.isfinite(metrics["train_loss"]):
+        if not np.isfinite(metrics["train_loss"]) or not metrics["params_finite"]:
+            what = "loss" if not np.isfinite(metrics["train_loss"]) else "update (parameters)"
             raise NonFiniteLossError(
-                f"Training loss became {metrics['train_loss']} at step {step}; stopping. The last good "
+                f"Training {what} became non-finite at step {step} (loss {metrics['train_loss']}); stopping. The last good "
                 "checkpoint is intact: lower the learning rate (config.train.learning_rate_scale) or enable "
                 "config.train.grad_clip_norm, then run the same command again.")
         values.append(metrics)
