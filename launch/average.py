@@ -10,30 +10,18 @@ the run's current last N checkpoints.
 """
 
 import json
-import os
-import shutil
 import sys
 
-import jax
 from absl import flags
 
 from launch import cluster, logs
 from launch.flags import JSON, WORKDIR
-from transformer_jax.decode.restore import AVERAGED_DIR, write_average
-from transformer_jax.train.checkpoint import CHECKPOINT_DIR
+from transformer_jax.decode.restore import write_average
 from transformer_jax.train.trainer import load_config
 
 LAST = flags.DEFINE_integer(
     "last", None, "Number of most recent checkpoints to average (default: the run's config.decode.average_last; "
     "§6.1: 5 for base, 20 for big).", lower_bound=1)
-
-
-def saved_steps(workdir: str) -> list[int]:
-    """Steps of the complete checkpoints in ``<workdir>/checkpoints`` (orbax renames a folder to its step when done)."""
-    directory = os.path.join(workdir, CHECKPOINT_DIR)
-    if not os.path.isdir(directory):
-        return []
-    return sorted(int(name) for name in os.listdir(directory) if name.isdigit())
 
 
 def main(argv: list[str]) -> None:
@@ -45,14 +33,9 @@ def main(argv: list[str]) -> None:
         sys.exit("transformer-jax average: --workdir is required (the folder of a trained run).")
     try:
         last = LAST.value or int(load_config(workdir).decode.average_last)
-        # restore_run reuses an existing averaged/avgN, so a stale one (from before more training) is removed first.
-        stale = os.path.join(os.path.abspath(workdir), AVERAGED_DIR, f"avg{last}")
-        if jax.process_index() == 0 and os.path.isdir(stale):
-            shutil.rmtree(stale)
-        path = write_average(workdir, last)
+        path, steps = write_average(workdir, last)
     except (ValueError, OSError) as e:  # no run, too few checkpoints, or a checkpoint that does not fit config.json
         sys.exit(f"transformer-jax average: {e}")
-    steps = saved_steps(workdir)[-last:]
     if JSON.value:
         print(json.dumps({"path": path, "checkpoint": f"avg{last}", "steps": steps}))
     else:

@@ -90,17 +90,23 @@ def _huge_like(key, x):
     return 1e30 * jax.random.normal(key, x.shape, x.dtype)
 
 
+def _sdpa(q, k, v, mask):
+    """scaled_dot_product_attention on [B, L, H, K] inputs (the library is heads-major: [B, H, L, K])."""
+    t = lambda x: x.transpose(0, 2, 1, 3)  # noqa: E731
+    return t(scaled_dot_product_attention(t(q), t(k), t(v), mask))
+
+
 def test_padding_masked_keys_get_exactly_zero_weight():
     """§3.2.3: masked keys/values replaced by huge random values change nothing, bit for bit."""
     b, length, h, d_k = 2, 6, 4, 8
     q, k, v = (jax.random.normal(jax.random.key(i), (b, length, h, d_k)) for i in range(3))
     segments = jnp.array([[1, 1, 1, 0, 0, 0], [1, 1, 1, 1, 1, 0]], jnp.int32)
     mask = padding_mask(segments, segments)
-    out = scaled_dot_product_attention(q, k, v, mask)
+    out = _sdpa(q, k, v, mask)
     padded = (segments == 0)[:, :, None, None]
     k2 = jnp.where(padded, _huge_like(jax.random.key(7), k), k)
     v2 = jnp.where(padded, _huge_like(jax.random.key(8), v), v)
-    out2 = scaled_dot_product_attention(q, k2, v2, mask)
+    out2 = _sdpa(q, k2, v2, mask)
     real = segments.astype(bool)
     np.testing.assert_array_equal(np.asarray(out2)[real], np.asarray(out)[real])
     # Fully masked (padding) query rows give exactly 0, not an average of garbage.
@@ -117,12 +123,12 @@ def test_causal_masked_future_gets_exactly_zero_weight():
     b, length, h, d_k = 2, 6, 4, 8
     q, k, v = (jax.random.normal(jax.random.key(i), (b, length, h, d_k)) for i in range(3))
     mask = causal_mask(length)
-    out = scaled_dot_product_attention(q, k, v, mask)
+    out = _sdpa(q, k, v, mask)
     for j in (0, 2, 4):
         future = (jnp.arange(length) > j)[None, :, None, None]
         k2 = jnp.where(future, _huge_like(jax.random.key(10 + j), k), k)
         v2 = jnp.where(future, _huge_like(jax.random.key(20 + j), v), v)
-        out2 = scaled_dot_product_attention(q, k2, v2, mask)
+        out2 = _sdpa(q, k2, v2, mask)
         np.testing.assert_array_equal(np.asarray(out2[:, : j + 1]), np.asarray(out[:, : j + 1]))
         assert not np.allclose(np.asarray(out2[:, j + 1:]), np.asarray(out[:, j + 1:]))
 
@@ -172,8 +178,8 @@ def test_multi_head_differs_from_one_head_split_into_column_blocks():
     # Sanity of the construction: the single head's logits are the sum of the h heads' logits.
     q_m, (k_m, _) = multi.query(x), multi.key_value(x)
     q_s, (k_s, _) = single.query(x), single.key_value(x)
-    per_head = jnp.einsum("blhk,bshk->bhls", q_m, k_m) / math.sqrt(d // h)
-    summed = jnp.einsum("blhk,bshk->bhls", q_s, k_s) / math.sqrt(d)
+    per_head = jnp.einsum("bhlk,bhsk->bhls", q_m, k_m) / math.sqrt(d // h)
+    summed = jnp.einsum("bhlk,bhsk->bhls", q_s, k_s) / math.sqrt(d)
     assert_close(summed[:, 0], per_head.sum(1), atol=1e-4)
 
     out_multi, out_single = multi(x, x, mask), single(x, x, mask)
@@ -203,7 +209,7 @@ def test_d_k_and_d_v_are_independent():
     assert jax.eval_shape(lambda s: nnx.merge(graphdef, s)(SRC, TGT), state).shape == (2, 6, VOCAB)
     cache = model.init_cache(2, 6)
     k, v = cache["kv"][0]
-    assert k.shape == (2, 6, 3, 5) and v.shape == (2, 6, 3, 7)
+    assert k.shape == (2, 3, 6, 5) and v.shape == (2, 3, 6, 7)  # heads-major [B, H, S, K]
 
 
 # --- §3.5 positions, LayerNorm ----------------------------------------------------------------------------------

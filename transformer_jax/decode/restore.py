@@ -6,6 +6,7 @@ writes such an average once, as ``<workdir>/averaged/avgN``, and later restores 
 """
 
 import dataclasses
+import json
 import os
 import re
 
@@ -51,12 +52,32 @@ def _steps_for(spec: str, steps: list[int]) -> list[int]:
     raise ValueError(f"Bad checkpoint {spec!r}: use latest, a step number, or avgN (e.g. avg5).")
 
 
-def _restore_params(checkpointer: Checkpointer, step: int, abstract: dict, workdir: str) -> dict:
-    try:
-        return checkpointer.restore_params(step, abstract)
-    except (ValueError, KeyError) as e:  # orbax names the mismatching leaf; say what it means for the user
-        raise ValueError(f"Checkpoint {step} in {workdir} does not match the run's config.json (shapes or vocabulary "
-                         f"differ): {e}") from None
+def _leaf_shapes(tree) -> dict[str, tuple]:
+    """``{"decoder_layers/0/ffn/w_1": shape, ...}`` of a parameter tree."""
+    def name(path) -> str:
+        return "/".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in path)
+    return {name(path): tuple(x.shape) for path, x in jax.tree_util.tree_flatten_with_path(tree)[0]}
+
+
+def check_shapes(params, abstract, what: str) -> None:
+    """Raises ValueError unless ``params`` has exactly the leaves and shapes of ``abstract`` (the config's model)."""
+    want, got = _leaf_shapes(abstract), _leaf_shapes(params)
+    problems = [f"{name} is missing from the checkpoint" for name in want if name not in got]
+    problems += [f"{name} has shape {got[name]} in the checkpoint but {want[name]} in config.json"
+                 for name in want if name in got and got[name] != want[name]]
+    problems += [f"{name} is in the checkpoint but not in the model of config.json" for name in got if name not in want]
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ValueError(f"{what} does not match the run's config.json (shapes or vocabulary differ): "
+                         f"{problems[0]}{more}.")
+
+
+def _restore_params(checkpointer: Checkpointer, step: int, setup, workdir: str) -> dict:
+    """Restores step ``step``'s parameters as saved, checks them against the config, places them on the mesh."""
+    abstract = setup.abstract_state["params"]
+    params = checkpointer.restore_params(step, abstract)
+    check_shapes(params, abstract, f"Checkpoint step {step} of {workdir}")
+    return jax.device_put(params, setup.param_shardings)
 
 
 def restore_run(workdir: str, checkpoint: str = "latest", mesh_config=None) -> RestoredRun:
@@ -68,14 +89,13 @@ def restore_run(workdir: str, checkpoint: str = "latest", mesh_config=None) -> R
     tokenizer = Tokenizer.load(vocab, expected_vocab_size=config.model.vocab_size)
     mesh = sharding.make_mesh(mesh_config or config.train.mesh)
     setup = make_setup(config, mesh)
-    abstract = setup.abstract_state["params"]
     averaged = os.path.join(os.path.abspath(workdir), AVERAGED_DIR, checkpoint)
-    if checkpoint.startswith("avg") and os.path.isdir(averaged):
-        params = ocp.StandardCheckpointer().restore(averaged, abstract)
-        return RestoredRun(config, tokenizer, mesh, setup.graphdef, params, f"{checkpoint} ({averaged})")
     checkpointer = Checkpointer(workdir, keep=config.train.keep_checkpoints)
     steps = _steps_for(checkpoint, checkpointer.all_steps())
-    trees = [_restore_params(checkpointer, s, abstract, workdir) for s in steps]
+    if len(steps) > 1 and _saved_average_steps(averaged) == steps:  # written by `average` for these very steps
+        params = ocp.StandardCheckpointer().restore(os.path.join(averaged, "params"), setup.abstract_state["params"])
+        return RestoredRun(config, tokenizer, mesh, setup.graphdef, params, f"{checkpoint} ({averaged})")
+    trees = [_restore_params(checkpointer, s, setup, workdir) for s in steps]
     if len(trees) == 1:
         return RestoredRun(config, tokenizer, mesh, setup.graphdef, trees[0], f"step {steps[0]}")
     mean = average_params([jax.device_get(t) for t in trees])
@@ -84,11 +104,31 @@ def restore_run(workdir: str, checkpoint: str = "latest", mesh_config=None) -> R
                        f"{checkpoint} (steps {', '.join(map(str, steps))})")
 
 
-def write_average(workdir: str, last: int) -> str:
-    """Averages the last ``last`` checkpoints and saves them as ``<workdir>/averaged/avg<last>``; returns the path."""
-    run = restore_run(workdir, f"avg{last}")
+def _saved_average_steps(path: str) -> list[int] | None:
+    """The steps an averaged checkpoint was made from (None if there is none)."""
+    try:
+        with open(os.path.join(path, "steps.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def write_average(workdir: str, last: int) -> tuple[str, list[int]]:
+    """Averages the last ``last`` checkpoints into ``<workdir>/averaged/avg<last>``; returns (path, steps).
+
+    The average is recomputed from the step checkpoints every time (a stale one is replaced) and records its steps,
+    so ``--checkpoint=avgN`` reuses it only while the last N steps are still the same.
+    """
     path = os.path.join(os.path.abspath(workdir), AVERAGED_DIR, f"avg{last}")
+    config = load_config(workdir)
+    steps = _steps_for(f"avg{last}", Checkpointer(workdir, keep=config.train.keep_checkpoints).all_steps())
+    if os.path.exists(os.path.join(path, "steps.json")) and jax.process_index() == 0:
+        os.remove(os.path.join(path, "steps.json"))  # invalidate before computing, so it is never reused
+    run = restore_run(workdir, f"avg{last}")
     checkpointer = ocp.StandardCheckpointer()
-    checkpointer.save(path, run.params, force=True)
+    checkpointer.save(os.path.join(path, "params"), run.params, force=True)
     checkpointer.wait_until_finished()
-    return path
+    if jax.process_index() == 0:
+        with open(os.path.join(path, "steps.json"), "w") as f:
+            json.dump(steps, f)
+    return path, steps

@@ -1,6 +1,8 @@
 """Scaled dot-product and multi-head attention (§3.2), with padding/causal masks and a KV cache.
 
 Shapes use B = batch, L = query length, S = key length, H = heads (h), K = d_k, V = d_v, D = d_model.
+Queries, keys and values are heads-major ([B, H, L, K]) so the per-head matmuls and the decoding cache need no
+transposes (a [B, S, H, K] cache cost a full transpose per layer and step on CPU).
 """
 
 import jax
@@ -40,12 +42,12 @@ def scaled_dot_product_attention(
     (also for fully masked query rows, e.g. padding queries). Logits and softmax are computed in float32.
 
     Args:
-      q: [B, L, H, K]; k: [B, S, H, K]; v: [B, S, H, V]; mask: bool broadcastable to [B, H, L, S].
+      q: [B, H, L, K]; k: [B, H, S, K]; v: [B, H, S, V]; mask: bool broadcastable to [B, H, L, S].
     Returns:
-      [B, L, H, V] in v's dtype.
+      [B, H, L, V] in v's dtype.
     """
     d_k = q.shape[-1]
-    logits = jnp.einsum("blhk,bshk->bhls", q, k, preferred_element_type=jnp.float32) / jnp.sqrt(d_k).astype(
+    logits = jnp.einsum("bhlk,bhsk->bhls", q, k, preferred_element_type=jnp.float32) / jnp.sqrt(d_k).astype(
         jnp.float32
     )
     if mask is not None:
@@ -56,7 +58,7 @@ def scaled_dot_product_attention(
     if dropout_key is not None and dropout_rate > 0.0:
         keep = jax.random.bernoulli(dropout_key, 1.0 - dropout_rate, weights.shape)
         weights = jnp.where(keep, weights / (1.0 - dropout_rate), 0.0)
-    return jnp.einsum("bhls,bshv->blhv", weights.astype(v.dtype), v)
+    return jnp.einsum("bhls,bhsv->bhlv", weights.astype(v.dtype), v)
 
 
 class MultiHeadAttention(nnx.Module):
@@ -82,15 +84,15 @@ class MultiHeadAttention(nnx.Module):
             self.b_o = zeros_param((d_model,), ("embed",))
 
     def _project(self, x: jax.Array, w: nnx.Param, b: nnx.Param | None) -> jax.Array:
-        y = jnp.einsum("bld,dhk->blhk", x.astype(self.dtype), w[...].astype(self.dtype))
-        return y + b[...].astype(self.dtype) if b is not None else y
+        y = jnp.einsum("bld,dhk->bhlk", x.astype(self.dtype), w[...].astype(self.dtype))
+        return y + b[...].astype(self.dtype)[None, :, None, :] if b is not None else y
 
     def query(self, x: jax.Array) -> jax.Array:
-        """[B, L, D] → Q [B, L, H, K]."""
+        """[B, L, D] → Q [B, H, L, K]."""
         return self._project(x, self.w_q, self.b_q if self.use_bias else None)
 
     def key_value(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """[B, S, D] → K [B, S, H, K], V [B, S, H, V] (cached once per sentence for cross-attention)."""
+        """[B, S, D] → K [B, H, S, K], V [B, H, S, V] (cached once per sentence for cross-attention)."""
         k = self._project(x, self.w_k, self.b_k if self.use_bias else None)
         v = self._project(x, self.w_v, self.b_v if self.use_bias else None)
         return k, v
@@ -98,8 +100,8 @@ class MultiHeadAttention(nnx.Module):
     def attend(self, q: jax.Array, k: jax.Array, v: jax.Array, mask: Mask | None,
                dropout_key: jax.Array | None = None) -> jax.Array:
         """Attention over given K/V, then W^O: returns [B, L, D]."""
-        heads = scaled_dot_product_attention(q, k, v, mask, self.dropout_rate, dropout_key)  # [B, L, H, V]
-        out = jnp.einsum("blhv,hvd->bld", heads, self.w_o[...].astype(self.dtype))
+        heads = scaled_dot_product_attention(q, k, v, mask, self.dropout_rate, dropout_key)  # [B, H, L, V]
+        out = jnp.einsum("bhlv,hvd->bld", heads, self.w_o[...].astype(self.dtype))
         return out + self.b_o[...].astype(self.dtype) if self.use_bias else out
 
     def __call__(self, x_q: jax.Array, x_kv: jax.Array, mask: Mask | None,
@@ -114,13 +116,13 @@ class MultiHeadAttention(nnx.Module):
 
         Args:
           x: [B, 1, D], the current position's input.
-          k_cache: [B, T, H, K]; v_cache: [B, T, H, V] (T = max decode length).
+          k_cache: [B, H, T, K]; v_cache: [B, H, T, V] (T = max decode length).
           index: int32 scalar, the current position; attends to positions 0..index only.
         Returns:
           ([B, 1, D], k_cache, v_cache) with this position's K/V written at ``index``.
         """
         k, v = self.key_value(x)
-        k_cache = jax.lax.dynamic_update_slice_in_dim(k_cache, k.astype(k_cache.dtype), index, axis=1)
-        v_cache = jax.lax.dynamic_update_slice_in_dim(v_cache, v.astype(v_cache.dtype), index, axis=1)
-        mask = (jnp.arange(k_cache.shape[1]) <= index)[None, None, None, :]
+        k_cache = jax.lax.dynamic_update_slice_in_dim(k_cache, k.astype(k_cache.dtype), index, axis=2)
+        v_cache = jax.lax.dynamic_update_slice_in_dim(v_cache, v.astype(v_cache.dtype), index, axis=2)
+        mask = (jnp.arange(k_cache.shape[2]) <= index)[None, None, None, :]
         return self.attend(self.query(x), k_cache, v_cache, mask), k_cache, v_cache

@@ -126,8 +126,8 @@ class Transformer(nnx.Module):
         """Empty self-attention K/V for ``max_len`` steps; ``index`` [B] is the current position (all equal)."""
         m = self.config
         dtype = jnp.dtype(m.dtype)
-        kv = [(jnp.zeros((batch_size, max_len, m.num_heads, m.d_k), dtype),
-               jnp.zeros((batch_size, max_len, m.num_heads, m.d_v), dtype)) for _ in range(m.num_decoder_layers)]
+        kv = [(jnp.zeros((batch_size, m.num_heads, max_len, m.d_k), dtype),
+               jnp.zeros((batch_size, m.num_heads, max_len, m.d_v), dtype)) for _ in range(m.num_decoder_layers)]
         return {"kv": kv, "index": jnp.zeros((batch_size,), jnp.int32)}
 
     def decode_step(self, tokens: jax.Array, memory: dict, cache: dict) -> tuple[jax.Array, dict]:

@@ -8,6 +8,7 @@ intact. Restoring takes the shardings of the *current* mesh, so a run may resume
 
 import os
 import time
+import warnings
 
 import jax
 import numpy as np
@@ -56,9 +57,15 @@ class Checkpointer:
         return restored["state"], restored["data"]
 
     def restore_params(self, step: int, abstract_params) -> dict:
-        """Restores only the parameters of ``step`` (for decoding), placed as ``abstract_params`` says."""
-        restored = self.manager.restore(step, args=ocp.args.Composite(
-            state=ocp.args.PyTreeRestore(item={"params": abstract_params}, partial_restore=True)))
+        """Restores only the parameters of ``step`` (for decoding) with the shapes they were saved with.
+
+        The caller checks them against its model (decode/restore.py) and places them on its mesh: orbax's
+        partial restore neither checks shapes nor reports a mismatch cleanly.
+        """
+        with warnings.catch_warnings():  # "Sharding info not provided": intended, the caller places the arrays
+            warnings.simplefilter("ignore", UserWarning)
+            restored = self.manager.restore(step, args=ocp.args.Composite(
+                state=ocp.args.PyTreeRestore(item={"params": abstract_params}, partial_restore=True)))
         return restored["state"]["params"]
 
     def wait(self) -> None:

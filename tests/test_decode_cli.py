@@ -1,0 +1,238 @@
+"""Tests for `transformer-jax decode|evaluate|average` and for decoding a trained model (§6.1).
+
+One tiny model is trained once for the module (~15 s on 2 CPU cores); four commands run as subprocesses (the
+CLI goes through absl's app.run and sys.exit), the rest runs in-process with the library.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import pytest
+from absl import flags
+from flax import nnx
+
+from configs import demo
+from launch import decode as decode_cli
+from transformer_jax.data import pipeline
+from transformer_jax.data.batching import eval_batches
+from transformer_jax.data.tokenizer import EOS_ID
+from transformer_jax.decode.restore import check_shapes, restore_run
+from transformer_jax.decode.translate import Translator, make_decode_fn
+from transformer_jax.train.step import make_setup
+from transformer_jax.train.trainer import train
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NUM_STEPS = 400  # enough for translations that differ from sentence to sentence (a 40-step model says "" or "eee")
+CHECKPOINT_EVERY = 100
+
+
+def tiny_config() -> ml_collections.ConfigDict:
+    """configs/demo.py shrunk to a 1+1-layer d_model 32 model on 2000 synthetic pairs."""
+    c = demo.get_config()
+    m = c.model
+    m.d_model, m.d_ff, m.num_heads, m.d_k, m.d_v = 32, 64, 2, 16, 16
+    m.num_encoder_layers = m.num_decoder_layers = 1
+    m.vocab_size, m.max_len = 400, 64  # SentencePiece needs ≥ ~330 pieces for the corpus's characters
+    d = c.data
+    d.source = "synthetic"
+    d.synthetic.train_size, d.synthetic.dev_size, d.synthetic.test_size = 2000, 50, 50
+    d.tokens_per_batch, d.max_length, d.num_length_buckets = 1024, 64, 1
+    t = c.train
+    t.num_steps, t.warmup_steps, t.learning_rate_scale = NUM_STEPS, 150, 1.0
+    t.checkpoint_every_steps, t.checkpoint_every_minutes, t.keep_checkpoints = CHECKPOINT_EVERY, 0.0, 5
+    t.eval_every_steps, t.log_every_steps = 0, 100
+    c.decode.batch_size = 16
+    return c
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> str:
+    path = str(tmp_path_factory.mktemp("run"))
+    train(tiny_config(), path, progress=False)
+    return path
+
+
+@pytest.fixture(scope="module")
+def run(workdir):
+    return restore_run(workdir)
+
+
+@pytest.fixture(scope="module")
+def sources(run) -> list[str]:
+    """Six test-split sentences of different lengths with an empty line in the middle."""
+    src, _, _ = pipeline.eval_data(run.config, run.tokenizer, "test")
+    return src[:3] + [""] + src[3:6]
+
+
+@pytest.fixture(scope="module")
+def alone(run, sources) -> list[str]:
+    """Each sentence translated on its own (beam search, the run's config.decode)."""
+    translator = Translator(run.config, run.graphdef, run.params, run.tokenizer, run.mesh)
+    return [translator.translate([text])[0] for text in sources]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    """Runs ``transformer-jax ARGS`` in a fresh interpreter (as the console script does)."""
+    return subprocess.run([sys.executable, "-c", "from launch.cli import run; run()", *args], check=False,
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def with_decode(config: ml_collections.ConfigDict, **decode) -> ml_collections.ConfigDict:
+    values = config.to_dict()
+    values["decode"].update(decode)
+    return ml_collections.ConfigDict(values)
+
+
+def batch_of(run, texts: list[str]) -> jax.Array:
+    ids = run.tokenizer.encode_batch(texts)
+    return jnp.asarray(eval_batches([(s, s) for s in ids], batch_size=len(ids), max_len=64)[0]["inputs"])
+
+
+# --- the commands ----------------------------------------------------------------------------------------------
+
+
+def test_decode_keeps_order_and_empty_lines(workdir, sources, alone, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("".join(line + "\n" for line in sources), encoding="utf-8")
+    out = tmp_path / "out.txt"
+    proc = cli("decode", f"--workdir={workdir}", f"--input={src}", f"--output={out}")
+    assert proc.returncode == 0, proc.stderr
+    lines = out.read_text(encoding="utf-8").split("\n")
+    assert lines[-1] == "" and len(lines) - 1 == len(sources)  # one line per input line, newline-terminated
+    assert lines[3] == ""  # the empty input line
+    assert lines[:-1] == alone  # order preserved: line i is sentence i's own translation
+    assert len(set(alone)) > 2, alone  # the model's outputs depend on the input, so order is really tested
+    assert "decode: 100%" in proc.stderr  # progress bar on stderr for a file
+
+
+def test_evaluate_writes_scores_and_prints_them_last(workdir):
+    proc = cli("evaluate", f"--workdir={workdir}", "--split=test", "--checkpoint=avg2", "--beam_size=2")
+    assert proc.returncode == 0, proc.stderr
+    printed = json.loads(proc.stdout.strip().splitlines()[-1])
+    with open(os.path.join(workdir, "eval_test.json")) as f:
+        written = json.load(f)
+    assert printed == written
+    assert {"sacrebleu", "tokenized_bleu", "chrf", "signature", "checkpoint", "num_sentences"} <= set(printed)
+    assert "samples" not in printed
+    assert printed["num_sentences"] == 50 and printed["beam_size"] == 2
+    assert printed["checkpoint"].startswith("avg2")
+    assert "sacreBLEU" in proc.stdout  # the human summary above the JSON
+    with open(os.path.join(workdir, "translations_test.txt"), encoding="utf-8") as f:
+        assert len(f.read().split("\n")) == 51
+
+
+def test_averaging_two_checkpoints_gives_their_elementwise_mean(workdir):
+    proc = cli("average", f"--workdir={workdir}", "--last=2")
+    assert proc.returncode == 0, proc.stderr
+    path = proc.stdout.strip().splitlines()[-1]
+    assert os.path.isdir(path) and path.endswith(os.path.join("averaged", "avg2"))
+    averaged = restore_run(workdir, "avg2")
+    assert path in averaged.checkpoint  # restored from the saved average
+    before, last = (restore_run(workdir, str(s)).params for s in (NUM_STEPS - CHECKPOINT_EVERY, NUM_STEPS))
+    mean = jax.tree.map(lambda a, b: (np.asarray(a, np.float64) + np.asarray(b, np.float64)) / 2, before, last)
+    jax.tree.map(lambda m, a: np.testing.assert_allclose(np.asarray(a), m, rtol=1e-6, atol=1e-7), mean,
+                 averaged.params)
+    assert not all(jax.tree.leaves(jax.tree.map(lambda a, b: np.allclose(a, b), before, last)))  # a real mean
+
+
+def test_checkpoint_of_other_shapes_is_one_clear_error(workdir, tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copytree(os.path.join(workdir, "checkpoints"), other / "checkpoints")
+    shutil.copy(os.path.join(workdir, "vocab.model"), other / "vocab.model")
+    with open(os.path.join(workdir, "config.json")) as f:
+        config = json.load(f)
+    config["model"]["d_ff"] = 128  # the checkpoints were trained with 64
+    (other / "config.json").write_text(json.dumps(config))
+    proc = cli("decode", f"--workdir={other}", "--input=/dev/null")
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr, proc.stderr
+    message = proc.stderr.strip().splitlines()[-1]
+    assert message.startswith("transformer-jax decode: Checkpoint step 400"), proc.stderr
+    assert "ffn/b_1 has shape (64,) in the checkpoint but (128,) in config.json" in message
+
+
+def test_checkpoint_of_another_vocabulary_is_a_value_error(workdir, tmp_path):
+    """The CLI turns this ValueError into one line (as the d_ff case above)."""
+    shutil.copy(os.path.join(workdir, "vocab.model"), tmp_path / "vocab.model")
+    with open(os.path.join(workdir, "config.json")) as f:
+        config = json.load(f)
+    config["model"]["vocab_size"] = 500
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="400 pieces but config.model.vocab_size is 500"):
+        restore_run(str(tmp_path))
+
+
+def test_check_shapes_accepts_the_run_and_names_a_mismatch(run, workdir):
+    abstract = make_setup(run.config, run.mesh).abstract_state["params"]
+    check_shapes(run.params, abstract, "run")
+    wrong = jax.tree.map(lambda x: x, run.params)
+    wrong["embedding"]["table"] = wrong["embedding"]["table"][:-1]
+    with pytest.raises(ValueError, match="embedding/table has shape"):
+        check_shapes(wrong, abstract, "run")
+
+
+def test_decode_flags_are_listed_in_help():
+    listed = {f.name for f in flags.FLAGS.get_key_flags_for_module(decode_cli.__name__)}
+    assert {"input", "output", "beam_size", "length_penalty", "method", "batch_size"} <= listed
+    assert all(flags.FLAGS[name].help for name in listed)
+
+
+def test_read_lines_keeps_every_line(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_bytes("a\r\n\nb\x0bc\u2028d\n".encode())  # only \n ends a line
+    assert decode_cli.read_lines(str(path)) == ["a", "", "b\x0bc\u2028d"]
+    path.write_bytes(b"ok\n\xff\xfe bad\n")
+    with pytest.raises(ValueError, match="line 2 is not valid UTF-8"):
+        decode_cli.read_lines(str(path))
+
+
+# --- decoding the trained model ----------------------------------------------------------------------------------
+
+
+def test_translating_a_list_equals_each_sentence_alone(run, sources, alone):
+    translator = Translator(run.config, run.graphdef, run.params, run.tokenizer, run.mesh)
+    assert translator.translate(sources) == alone
+    assert translator.translate(sources[::-1]) == alone[::-1]
+
+
+def test_cached_greedy_decoding_equals_full_recomputation(run, sources):
+    """Each greedy token (cached decode_step) is the argmax of the full decoder re-run on the prefix so far.
+
+    Row t of the recomputation batch is the prefix y_<t, a placeholder at t (shifted out, never seen) and padding.
+    """
+    texts = [s for s in sources if s][:3]
+    inputs = batch_of(run, texts)
+    ids = np.asarray(make_decode_fn(with_decode(run.config, method="greedy"), run.graphdef)(
+        run.params, inputs, jax.random.PRNGKey(0)))  # [B, T]
+    steps = ids.shape[1]
+
+    @jax.jit
+    def full_decoder(params, prefixes, src):  # prefixes [T, T], src [T, S] → logits [T, T, vocab]
+        model = nnx.merge(run.graphdef, params)
+        return model.decode(prefixes, model.encode(src), src)
+
+    for row in range(len(texts)):
+        length = int(np.argmax(ids[row] == EOS_ID)) + 1 if EOS_ID in ids[row] else steps
+        assert (ids[row, :length] != 0).all() and (ids[row, length:] == 0).all()
+        prefixes = np.zeros((steps, steps), np.int32)
+        for t in range(steps):
+            prefixes[t, :t], prefixes[t, t] = ids[row, :t], EOS_ID
+        logits = full_decoder(run.params, jnp.asarray(prefixes), jnp.repeat(inputs[row:row + 1], steps, axis=0))
+        recomputed = np.asarray(jnp.argmax(logits[jnp.arange(steps), jnp.arange(steps)], axis=-1))
+        np.testing.assert_array_equal(recomputed[:length], ids[row, :length])
+
+
+def test_beam_of_one_equals_greedy(run, sources):
+    inputs = batch_of(run, [s for s in sources if s])
+    rng = jax.random.PRNGKey(0)
+    greedy = make_decode_fn(with_decode(run.config, method="greedy"), run.graphdef)(run.params, inputs, rng)
+    beam1 = make_decode_fn(with_decode(run.config, method="beam", beam_size=1), run.graphdef)(run.params, inputs, rng)
+    np.testing.assert_array_equal(np.asarray(beam1), np.asarray(greedy))
