@@ -75,15 +75,20 @@ def evaluate_loss(setup: Setup, eval_step, params: dict, batches: list[dict]) ->
 
 
 class _Throughput:
+    """Target tokens per second of training over a log interval, excluding compilation and evaluation time."""
+
     def __init__(self):
-        self.start, self.tokens = time.monotonic(), 0.0
+        self.start, self.excluded = time.monotonic(), 0.0
+
+    def exclude(self, seconds: float) -> None:
+        self.excluded += seconds
 
     def rate(self, tokens: float) -> float:
-        self.tokens += tokens
-        return self.tokens / max(time.monotonic() - self.start, 1e-9)
-
-    def reset(self):
-        self.__init__()
+        """Rate since the last call (call it only after the interval's steps have finished: a host sync)."""
+        now = time.monotonic()
+        elapsed = max(now - self.start - self.excluded, 1e-9)
+        self.start, self.excluded = now, 0.0
+        return tokens / elapsed
 
 
 def train(config: ml_collections.ConfigDict, workdir: str, *, progress: bool = True,
@@ -144,15 +149,19 @@ def _loop(setup, config, state, step, batches, train_step, eval_step, dev_batche
     while step < end:
         local = next(batches)
         shape = local["inputs"].shape
+        new_shape = shape not in shapes_seen  # its first step includes compilation: timed on its own
+        if new_shape:
+            jax.block_until_ready(state)
         tic = time.monotonic()
         state, metrics = train_step(state, sharding.global_batch({k: local[k] for k in BATCH_KEYS}, setup.mesh))
         step += 1
-        if shape not in shapes_seen:  # the first step of each shape includes its compilation
+        if new_shape:
             jax.block_until_ready(metrics)
             shapes_seen.add(shape)
-            logger.info("Compiled train step for batch shape %s in %.1f s", shape, time.monotonic() - tic)
-            writer.write(step, compile_time_s=time.monotonic() - tic, batch_rows=shape[0], batch_length=shape[1])
-            throughput.reset()
+            compile_s = time.monotonic() - tic
+            logger.info("Compiled train step for batch shape %s in %.1f s", shape, compile_s)
+            writer.write(step, compile_time_s=compile_s, batch_rows=shape[0], batch_length=shape[1])
+            throughput.exclude(compile_s)
         pending.append((step, metrics))
         log_now = step % t.log_every_steps == 0 or step == end
         save_now = checkpointer.due(step) or step == end
@@ -172,13 +181,14 @@ def _loop(setup, config, state, step, batches, train_step, eval_step, dev_batche
                 bar.set_postfix(loss=f"{last['train_loss']:.3f}", lr=f"{last['learning_rate']:.2e}",
                                 tok_s=f"{last['tokens_per_s']:.0f}")
         if eval_now:
+            tic = time.monotonic()
             dev = evaluate_loss(setup, eval_step, state["params"], dev_batches)
             if eval_hook is not None:
                 dev.update(eval_hook(setup, state["params"], step))
             writer.write(step, **dev)
             last.update(dev)
             logger.info("step %d: %s", step, json.dumps(dev))
-            throughput.reset()  # evaluation time is not training throughput
+            throughput.exclude(time.monotonic() - tic)  # evaluation time is not training throughput
         if save_now:
             checkpointer.save(step, state, batches.get_state())
         bar.update(1)
