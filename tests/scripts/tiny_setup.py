@@ -1,6 +1,6 @@
 """Tiny training configs and batches shared by the training tests and their subprocess scripts (2 CPU cores).
 
-configs/demo.py shrunk: d_model 32, d_ff 64, 2 heads, 1+1 layers, a 384-piece vocabulary (a byte-fallback BPE on
+configs/tiny.py (d_model 32, d_ff 64, 2 heads, 1+1 layers) with a 384-piece vocabulary (a byte-fallback BPE on
 the synthetic corpus needs at least 319), 2000 synthetic training pairs, batches of 16 rows × 64, fp32.
 """
 
@@ -9,7 +9,7 @@ import os
 import ml_collections
 import numpy as np
 
-from configs import demo
+from configs import tiny
 
 # XLA flags for the test subprocesses: compile time dominates these tiny runs, and LLVM's optimisation passes are
 # most of it on CPU (about half with these off). They change nothing a test compares within one set of flags.
@@ -25,20 +25,12 @@ def set_xla_flags(device_count: int | None = None) -> None:
 
 
 def tiny_config(**train_overrides) -> ml_collections.ConfigDict:
-    """The demo config at test size; ``train_overrides`` update ``config.train``."""
-    c = demo.get_config()
-    c.name = "tiny"
-    m = c.model
-    m.vocab_size = 384
-    m.d_model, m.d_ff, m.num_heads, m.d_k, m.d_v = 32, 64, 2, 16, 16
-    m.num_encoder_layers = m.num_decoder_layers = 1
-    m.max_len = 64
-    m.dropout_rate = 0.0  # on where a test needs it (the RNG must then be restored exactly, too)
+    """configs/tiny.py without dropout and with per-step logging; ``train_overrides`` update ``config.train``."""
+    c = tiny.get_config()
+    c.model.vocab_size = 384
+    c.model.dropout_rate = 0.0  # on where a test needs it (the RNG must then be restored exactly, too)
     d = c.data
-    d.synthetic = ml_collections.ConfigDict(dict(seed=0, train_size=2000, dev_size=32, test_size=32))
-    d.tokens_per_batch = 1024
-    d.max_length = 64
-    d.num_length_buckets = 1
+    d.synthetic.dev_size = d.synthetic.test_size = 32
     d.shuffle_buffer = 512
     d.tokenizer_sample_size = 4000
     t = c.train
@@ -50,9 +42,7 @@ def tiny_config(**train_overrides) -> ml_collections.ConfigDict:
     t.keep_checkpoints = 100
     t.eval_every_steps = 0
     t.log_every_steps = 1
-    t.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, tensor=1))
     t.update(train_overrides)
-    c.decode.batch_size = 16
     return c
 
 
