@@ -111,7 +111,7 @@ DEMO_ROWS = {
     "D4": {"train.label_smoothing": 0.2},
     "E": {"model.positional": "learned"},
     "big": {"model.d_model": 256, "model.d_ff": 1024, "model.num_heads": 8, "model.dropout_rate": 0.3,
-            "train.num_steps": 4500, "decode.average_last": 20},
+            "train.num_steps": 3 * demo.get_config().train.num_steps, "decode.average_last": 20},
 }
 
 

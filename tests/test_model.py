@@ -92,7 +92,7 @@ def _huge_like(key, x):
 
 def _sdpa(q, k, v, mask):
     """scaled_dot_product_attention on [B, L, H, K] inputs (the library is heads-major: [B, H, L, K])."""
-    t = lambda x: x.transpose(0, 2, 1, 3)  # noqa: E731
+    t = lambda x: x.transpose(0, 2, 1, 3)
     return t(scaled_dot_product_attention(t(q), t(k), t(v), mask))
 
 

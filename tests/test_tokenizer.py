@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from configs import base
-from transformer_jax.data import pipeline
+from transformer_jax.data import pipeline, synthetic
 from transformer_jax.data.sources import DataError
 from transformer_jax.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, sample_sentences
 
@@ -15,15 +15,15 @@ MULTI30K = Path(__file__).resolve().parents[1] / "../shared/data/multi30k"
 
 
 def corpus():
+    """Multi30k's dev set when ../shared/data is there, else the built-in synthetic corpus (both languages)."""
     if (MULTI30K / "val.en.gz").is_file():
         lines = []
         for lang in ("en", "de"):
             with gzip.open(MULTI30K / f"val.{lang}.gz", "rt", encoding="utf-8") as f:
                 lines += f.read().splitlines()
         return lines
-    rng = np.random.default_rng(0)
-    words = ["ein", "Mann", "a", "man", "läuft", "runs", "über", "the", "street", "Straße", "die", "mit"]
-    return [" ".join(rng.choice(words, 8)) for _ in range(2000)]
+    pairs = synthetic.generate_splits(seed=0, train_size=1000, dev_size=10, test_size=10)["train"]
+    return [s for pair in pairs for s in pair]
 
 
 @pytest.fixture(scope="module")
