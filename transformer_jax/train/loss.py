@@ -12,10 +12,14 @@ import jax.numpy as jnp
 import numpy as np
 
 
+def smoothing_weights(vocab_size: int, label_smoothing: float) -> tuple[float, float]:
+    """(probability of the reference token, probability of each other token) in the smoothed targets."""
+    return 1.0 - label_smoothing, label_smoothing / (vocab_size - 1)
+
+
 def smoothed_targets_entropy(vocab_size: int, label_smoothing: float) -> float:
     """Entropy of the smoothed target distribution (the constant subtracted so that the minimum loss is 0)."""
-    confidence = 1.0 - label_smoothing
-    low = label_smoothing / (vocab_size - 1)
+    confidence, low = smoothing_weights(vocab_size, label_smoothing)
     return -(confidence * np.log(confidence) + (vocab_size - 1) * low * np.log(low + 1e-20))
 
 
@@ -31,8 +35,7 @@ def cross_entropy_sums(logits: jax.Array, targets: jax.Array, label_smoothing: f
     weights = (targets != 0).astype(jnp.float32)
     log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
     nll = -jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
-    confidence = 1.0 - label_smoothing
-    low = label_smoothing / (vocab_size - 1)
+    confidence, low = smoothing_weights(vocab_size, label_smoothing)
     # Σ_v q_v (-log p_v) = confidence·nll + low·(Σ_v -log p_v - nll)
     smoothed = confidence * nll + low * (-log_probs.sum(-1) - nll)
     smoothed = smoothed - smoothed_targets_entropy(vocab_size, label_smoothing)
@@ -59,14 +62,10 @@ def projected_cross_entropy_sums(hidden: jax.Array, table: jax.Array, targets: j
     return {"loss": loss, "nll": nll, "tokens": weights.sum()}
 
 
-def _smoothing_constants(vocab_size: int, label_smoothing: float) -> tuple[float, float, float]:
-    confidence = 1.0 - label_smoothing
-    return confidence, label_smoothing / (vocab_size - 1), smoothed_targets_entropy(vocab_size, label_smoothing)
-
-
 def _fused_ce_fwd(hidden, table, targets, weights, label_smoothing):
     logits = jnp.einsum("nd,vd->nv", hidden, table.astype(hidden.dtype), preferred_element_type=jnp.float32)
-    confidence, low, entropy = _smoothing_constants(table.shape[0], label_smoothing)
+    confidence, low = smoothing_weights(table.shape[0], label_smoothing)
+    entropy = smoothed_targets_entropy(table.shape[0], label_smoothing)
     lse = jax.nn.logsumexp(logits, axis=-1)  # [N]
     target_logit = jnp.take_along_axis(logits, targets[:, None], axis=-1)[:, 0]
     nll = lse - target_logit
@@ -79,7 +78,7 @@ def _fused_ce_fwd(hidden, table, targets, weights, label_smoothing):
 def _fused_ce_bwd(label_smoothing, residuals, cotangents):
     hidden, table, targets, weights, logits, lse = residuals
     g_loss, g_nll = cotangents
-    confidence, low, _ = _smoothing_constants(table.shape[0], label_smoothing)
+    confidence, low = smoothing_weights(table.shape[0], label_smoothing)
     probs = jnp.exp(logits - lse[:, None])
     is_target = jax.lax.broadcasted_iota(jnp.int32, logits.shape, 1) == targets[:, None]
     # d smoothed/d logits = p - q with q = low + (confidence - low)·onehot; d nll/d logits = p - onehot.
