@@ -182,7 +182,7 @@ def make_filled(data):
     return it.stats["fill_rate"]
 
 
-def test_eval_batches_keep_every_sentence_in_order(caplog):
+def test_eval_batches_keep_every_sentence_once_grouped_by_length(caplog):
     rng = np.random.default_rng(0)
     lengths = rng.integers(1, 40, 23).tolist() + [100]
     pairs = [([OFFSET + i] * (n - 1) + [EOS_ID], [EOS_ID]) for i, n in enumerate(lengths)]
@@ -191,7 +191,10 @@ def test_eval_batches_keep_every_sentence_in_order(caplog):
     assert "Truncated 1" in caplog.text
     assert len(batches) == 5
     index = np.concatenate([b["index"] for b in batches])
-    assert index.tolist() == list(range(24)) + [-1]
+    assert sorted(index.tolist()) == [-1] + list(range(24)) and index[-1] == -1  # filler rows at the end
+    longest = [max(min(lengths[i], 64), 1) for i in index if i >= 0]
+    assert longest == sorted(longest)  # grouped by length: each batch is as short as its sentences allow
+    assert [b["inputs"].shape[1] for b in batches] == sorted(b["inputs"].shape[1] for b in batches)
     for b in batches:
         length = b["inputs"].shape[1]
         assert b["inputs"].shape == (5, length) and (length in (8, 16, 32, 64))

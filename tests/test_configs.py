@@ -4,7 +4,7 @@ import pytest
 from absl import flags
 from ml_collections import config_flags
 
-from configs import base, big, demo, multi30k, table3
+from configs import base, big, demo, demo_table3, multi30k, table3
 
 # PAPER.md Table 3, written out (blank cells = base): N, d_model, d_ff, h, d_k, d_v, P_drop, ε_ls, steps, positions.
 B = {"N": 6, "d_model": 512, "d_ff": 2048, "h": 8, "d_k": 64, "d_v": 64, "P_drop": 0.1, "ls": 0.1,
@@ -89,7 +89,7 @@ def test_paper_base_recipe():
     assert big.get_config().decode.average_last == 20
 
 
-# configs/demo.py: d_model 128, d_ff 512, h 4, d_k = d_v = 32, N = 3, P_drop 0.1, ε_ls 0.1, 1500 steps.
+# configs/demo_table3.py (the CPU sweep base): d_model 128, d_ff 512, h 4, d_k = d_v = 32, N = 3, P_drop 0.1, ε_ls 0.1.
 DEMO_ROWS = {
     "base": {},
     "A1": {"model.num_heads": 1, "model.d_k": 128, "model.d_v": 128},
@@ -111,15 +111,15 @@ DEMO_ROWS = {
     "D4": {"train.label_smoothing": 0.2},
     "E": {"model.positional": "learned"},
     "big": {"model.d_model": 256, "model.d_ff": 1024, "model.num_heads": 8, "model.dropout_rate": 0.3,
-            "train.num_steps": 3 * demo.get_config().train.num_steps, "decode.average_last": 20},
+            "train.num_steps": 3 * demo_table3.get_config().train.num_steps, "decode.average_last": 20},
 }
 
 
 @pytest.mark.parametrize("row", list(DEMO_ROWS))
-def test_row_on_the_demo_base_is_the_documented_delta(row):
-    c = table3.get_config(f"{row},base=demo")
-    assert _changed_fields(demo.get_config(), c) == DEMO_ROWS[row]
-    assert c.name == f"demo/{row}"
+def test_row_on_the_cpu_sweep_base_is_the_documented_delta(row):
+    c = table3.get_config(f"{row},base=demo_table3")
+    assert _changed_fields(demo_table3.get_config(), c) == DEMO_ROWS[row]
+    assert c.name == f"demo_table3/{row}"
     m = c.model
     if row.startswith("A"):
         assert m.num_heads * m.d_k == m.num_heads * m.d_v == m.d_model

@@ -385,11 +385,14 @@ def eval_batches(
     max_len: int,
     min_length: int = 8,
 ) -> list[Batch]:
-    """Evaluation batches: every pair exactly once, in order, one per row (never filtered, packed or reordered).
+    """Evaluation batches: every pair exactly once, one per row (never filtered or packed), grouped by length.
 
-    Each batch has ``batch_size`` rows and length ``min(max_len, next power of 2 ≥ its longest side)`` (a small set
-    of shapes); the last batch is filled with all-padding rows. ``batch["index"]`` (int32 [batch_size]) is each
-    row's position in the split, -1 for filler rows, to put outputs back in order. Pairs longer than ``max_len``
+    Pairs are sorted by their longest side (stable) before they are cut into batches, so each batch is only as
+    long as its own sentences need: a batch of short sentences is encoded over a short source and its beam search
+    stops after a few steps, instead of every batch paying for the split's longest sentence. Each batch has
+    ``batch_size`` rows and length ``min(max_len, next power of 2 ≥ its longest side)`` (a small set of shapes);
+    the last batch is filled with all-padding rows. ``batch["index"]`` (int32 [batch_size]) is each row's
+    position in the split, -1 for filler rows: outputs are put back in the split's order with it. Pairs longer than ``max_len``
     (the model's position table) are truncated to ``max_len`` tokens, keeping the final EOS, with a warning.
     """
     if batch_size < 1:
@@ -411,14 +414,16 @@ def eval_batches(
             max_len,
             truncated[0],
         )
+    order = sorted(range(len(pairs)), key=lambda i: max(len(pairs[i][0]), len(pairs[i][1])))
     batches = []
     for start in range(0, len(pairs), batch_size):
-        chunk = pairs[start : start + batch_size]
+        chunk_index = order[start : start + batch_size]
+        chunk = [pairs[i] for i in chunk_index]
         longest = max(max(len(s), len(t)) for s, t in chunk)
         length = min(max_len, max(min_length, 1 << (longest - 1).bit_length()))
         data = TokenizedPairs.from_lists(chunk)
         batch = make_rows(data, [[i] for i in range(len(chunk))] + [[]] * (batch_size - len(chunk)), length)
         batch["index"] = np.full(batch_size, -1, np.int32)
-        batch["index"][: len(chunk)] = np.arange(start, start + len(chunk))
+        batch["index"][: len(chunk)] = chunk_index
         batches.append(batch)
     return batches

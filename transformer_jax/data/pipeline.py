@@ -147,7 +147,8 @@ def train_iterator(
 def eval_data(
     config: Any, tokenizer: Tokenizer, split: str = "dev", batch_size: int | None = None
 ) -> tuple[list[str], list[str], list[Batch]]:
-    """The dev or test split: ``(source texts, reference texts, batches)``, all in the split's order.
+    """The dev or test split: ``(source texts, reference texts, batches)``; texts in the split's order, batches
+    grouped by length (each row's ``index`` is its sentence's position in the split).
 
     Batches come from :func:`~transformer_jax.data.batching.eval_batches` (``batch_size`` defaults to
     ``config.decode.batch_size``; sentences over ``config.model.max_len`` tokens are truncated, never dropped).
