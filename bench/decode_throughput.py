@@ -9,7 +9,7 @@ decode function mirrors transformer_jax/decode/translate.make_decode_fn (same ca
 max_length_offset, same beam_search); only the forced length differs. Compilation is excluded (warm-up calls).
 Generated tokens per decode = 32 × 34. Prints the fp32 matmul peak measured in the same run (the machine may be
 shared), one JSON line per shape, and a last JSON line with every shape. --profile splits a decode into the
-encoder, the cached decoder steps alone, and the search's own work (log_softmax, top-k, cache reordering).
+encoder, the cached decoder steps alone, and the search's own work (log_softmax, top-k, the cache ancestry).
 """
 
 import argparse
@@ -46,8 +46,7 @@ def make_forced_decode_fn(config, graphdef, gen_len: int, beam_size: int, tight_
         batch_size, src_len = inputs.shape
         max_decode_len = gen_len if tight_cache else min(src_len + d.max_length_offset, config.model.max_len)
         memory = model.prepare_memory(model.encode(inputs), inputs)
-        memory = jax.tree.map(lambda x: jnp.repeat(x, beam_size, axis=0), memory)
-        cache = model.init_cache(batch_size * beam_size, max_decode_len)
+        cache = model.init_cache(batch_size, max_decode_len, beam_size)
 
         def step_fn(tokens, cache):
             logits, cache = model.decode_step(tokens, memory, cache)
@@ -55,7 +54,7 @@ def make_forced_decode_fn(config, graphdef, gen_len: int, beam_size: int, tight_
 
         out = beam_search(step_fn, cache, batch_size=batch_size, beam_size=beam_size, max_decode_len=max_decode_len,
                           max_lengths=jnp.full((batch_size,), gen_len, jnp.int32), alpha=d.length_penalty,
-                          eos_id=EOS_ID, start_id=START_ID, num_best=1)
+                          eos_id=EOS_ID, start_id=START_ID, num_best=1, reorder_fn=model.reorder_cache)
         return out.sequences[:, 0], out.lengths[:, 0]
 
     return jax.jit(decode)
@@ -65,9 +64,9 @@ def profile_parts(config, graphdef, params, inputs, gen_len: int, beam_size: int
                   budget_s: float) -> dict:
     """Median seconds of the three parts of one decode, each jitted alone.
 
-    ``encoder_s``: encoder + cross-attention K/V, tiled to the beams. ``decoder_steps_s``: ``gen_len`` cached decoder
+    ``encoder_s``: encoder + cross-attention K/V (shared by the beams). ``decoder_steps_s``: ``gen_len`` cached decoder
     steps at [B*K] rows in a loop, without search. ``search_s``: the beam search with a step function that returns
-    fixed logits, i.e. the search's own work (log_softmax over K·V, top-k, reordering the cache and sequences).
+    fixed logits, i.e. the search's own work (log_softmax over K·V, top-k, the cache's ancestry and sequences).
     """
     batch, vocab = inputs.shape[0], config.model.vocab_size
     rows = batch * beam_size
@@ -75,8 +74,7 @@ def profile_parts(config, graphdef, params, inputs, gen_len: int, beam_size: int
     @jax.jit
     def encode(params, inputs):
         model = nnx.merge(graphdef, params)
-        memory = model.prepare_memory(model.encode(inputs), inputs)
-        return jax.tree.map(lambda x: jnp.repeat(x, beam_size, axis=0), memory)
+        return model.prepare_memory(model.encode(inputs), inputs)
 
     @jax.jit
     def decoder_steps(params, memory):
@@ -87,19 +85,20 @@ def profile_parts(config, graphdef, params, inputs, gen_len: int, beam_size: int
             logits, cache = model.decode_step(tokens, memory, cache)
             return jnp.argmax(logits, axis=-1).astype(jnp.int32), cache
 
-        carry = (jnp.zeros((rows,), jnp.int32), model.init_cache(rows, cache_len))
+        carry = (jnp.zeros((rows,), jnp.int32), model.init_cache(batch, cache_len, beam_size))
         return jax.lax.fori_loop(0, gen_len, body, carry)[0]
 
     @jax.jit
     def search(logits):
-        cache = nnx.merge(graphdef, params).init_cache(rows, cache_len)
+        model = nnx.merge(graphdef, params)
+        cache = model.init_cache(batch, cache_len, beam_size)
 
-        def step_fn(tokens, cache):  # the model replaced by fixed logits; the cache is still carried and reordered
+        def step_fn(tokens, cache):  # the model replaced by fixed logits; the cache is still carried
             return logits + tokens[:, None].astype(logits.dtype) * 0, cache
 
         return beam_search(step_fn, cache, batch_size=batch, beam_size=beam_size, max_decode_len=cache_len,
                            max_lengths=jnp.full((batch,), gen_len, jnp.int32), alpha=config.decode.length_penalty,
-                           eos_id=EOS_ID, start_id=START_ID, num_best=1).sequences
+                           eos_id=EOS_ID, start_id=START_ID, num_best=1, reorder_fn=model.reorder_cache).sequences
 
     logits = jax.random.normal(jax.random.PRNGKey(1), (rows, vocab)).at[:, EOS_ID].set(-jnp.inf)
     memory = encode(params, inputs)
@@ -147,7 +146,7 @@ def main() -> None:
     ap.add_argument("--beam", type=int, default=4, help="beam size (§6.1: 4)")
     ap.add_argument("--budget-s", type=float, default=10.0, help="timed seconds per shape (after warm-up)")
     ap.add_argument("--tight-cache", action="store_true", help="cache of gen_len slots instead of src_len + 50")
-    ap.add_argument("--profile", action="store_true", help="also time the encoder, one decoder step, top-k+reorder")
+    ap.add_argument("--profile", action="store_true", help="also time the encoder, the decoder steps, the search (top-k, ancestry)")
     ap.add_argument("--peak-gflops", type=float, default=None, help="skip measuring the matmul peak")
     args = ap.parse_args()
     peak = args.peak_gflops or matmul_peak_gflops()

@@ -20,6 +20,7 @@ from transformer_jax.model.attention import (
     padding_mask,
     scaled_dot_product_attention,
 )
+from transformer_jax.decode.beam_search import beam_search
 from transformer_jax.model.embedding import sinusoidal_table
 from transformer_jax.model.layers import EncoderLayer, LayerNorm
 from transformer_jax.model.transformer import START_ID, Transformer
@@ -288,6 +289,51 @@ def test_cached_decoding_matches_teacher_forcing(norm_position, positional):
     assert_close(stepped[real], np.asarray(full)[real], atol=1e-4)
     assert np.abs(np.asarray(full)[real]).max() > 0.1  # logits are not trivially ~0
 
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_beam_search_with_the_in_place_cache_equals_full_recomputation(beam_size):
+    """The in-place K/V cache with an ancestry table (Transformer.reorder_cache) gives exactly the beam search
+    of a decoder re-run on every hypothesis's whole prefix with plain row gathering: same sequences, scores."""
+    model = make_model(seed=5)
+    batch, length = SRC.shape[0], 7
+    state = model.prepare_memory(model.encode(SRC), SRC)
+    kwargs = dict(batch_size=batch, beam_size=beam_size, max_decode_len=length, alpha=0.6, eos_id=1,
+                  max_lengths=jnp.array([7, 5]))
+
+    def cached_step(tokens, cache):
+        return model.decode_step(tokens, state, cache)
+
+    cached = beam_search(cached_step, model.init_cache(batch, length, beam_size), reorder_fn=model.reorder_cache,
+                         **kwargs)
+
+    src = jnp.repeat(SRC, beam_size, axis=0)
+    memory = model.encode(src)
+
+    def full_step(tokens, cache):  # cache: the prefix [B*K, L] (start token dropped) and the step, both gathered
+        prefix = cache["prefix"].at[:, cache["step"][0]].set(tokens)
+        targets = jnp.roll(prefix, -1, axis=1)  # decode() shifts right itself: feed the prefix after START
+        ones = jnp.ones_like(targets)  # every position is real (a generated 0 is a token, not padding)
+        logits = model.decode(targets, memory, src, targets_segmentation=ones,
+                              targets_position=jnp.cumsum(ones, axis=1) - 1)  # [B*K, L + 1, V]
+        return logits[:, cache["step"][0]], {"prefix": prefix, "step": cache["step"] + 1}
+
+    rows = batch * beam_size
+    full = beam_search(full_step, {"prefix": jnp.zeros((rows, length + 1), jnp.int32),
+                                   "step": jnp.zeros((rows,), jnp.int32)}, **kwargs)
+    np.testing.assert_array_equal(np.asarray(cached.sequences), np.asarray(full.sequences))
+    np.testing.assert_array_equal(np.asarray(cached.lengths), np.asarray(full.lengths))
+    assert_close(cached.scores, full.scores, atol=1e-4)
+    assert np.isfinite(np.asarray(cached.scores)).all()
+
+
+def test_reorder_cache_moves_only_the_ancestry():
+    model = make_model()
+    cache = model.init_cache(2, 4, 3)
+    cache["slots"] = jnp.arange(2 * 3 * 4, dtype=jnp.int32).reshape(2, 3, 4)
+    moved = model.reorder_cache(cache, jnp.array([[2, 2, 0], [1, 0, 1]]))
+    assert moved["kv"] is cache["kv"]
+    np.testing.assert_array_equal(np.asarray(moved["slots"][0]), np.asarray(cache["slots"][0])[[2, 2, 0]])
+    np.testing.assert_array_equal(np.asarray(moved["slots"][1]), np.asarray(cache["slots"][1])[[1, 0, 1]])
 
 PACK_LEN = 8
 S1_SRC, S1_TGT = [5, 6, 7], [8, 9, 10, 11]

@@ -11,8 +11,8 @@ pairs translating ``config.data.source_lang`` → ``config.data.target_lang``:
 * ``synthetic`` — the built-in offline corpus, :func:`transformer_jax.data.synthetic.generate_splits`.
 
 Bad input raises one :class:`DataError` with a message that names the file and line. Empty lines are skipped (and
-counted in :attr:`Source.num_skipped_empty`) in training data only: dev/test are never filtered or reordered, so
-an empty source line is still translated and outputs line up with the references.
+counted in :attr:`Source.num_skipped_empty`) in training data only: dev/test are never filtered (and outputs are put
+back in the split's order), so an empty source line is still translated and outputs line up with the references.
 """
 
 from __future__ import annotations

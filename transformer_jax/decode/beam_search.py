@@ -6,10 +6,11 @@ search model-agnostically: the model is seen only through a cached step function
 
     step_fn(tokens: int32[B*K], cache) -> (logits: float32[B*K, V], new_cache)
 
-where every leaf of ``cache`` has leading dimension B*K (one row per hypothesis: self-attention keys/values,
-a step index, ...). Per-sentence constants (encoder memory, cross-attention K/V) are closed over by
-``step_fn``, already tiled to B*K by the caller. The first call receives ``start_id`` (PAD = 0, as in
-tensor2tensor). Everything runs inside one ``jax.lax.while_loop`` with static shapes and no host syncs,
+and row b*K + j is hypothesis j of sentence b. When beams are re-ranked, ``reorder_fn(cache, parent)`` makes
+hypothesis j continue ``parent[b, j]``; by default every leaf of ``cache`` has leading dimension B*K and its rows
+are gathered, while the Transformer (``Transformer.reorder_cache``) keeps its keys/values in place and moves only
+a small ancestry table. Per-sentence constants (encoder memory, cross-attention K/V) are closed over by
+``step_fn``. The first call receives ``start_id`` (PAD = 0, as in tensor2tensor). Everything runs inside one ``jax.lax.while_loop`` with static shapes and no host syncs,
 so the functions are jittable (wrap them in ``jax.jit`` with ``step_fn`` and the sizes closed over).
 
 Conventions shared by all three decoders:
@@ -28,6 +29,7 @@ import jax
 import jax.numpy as jnp
 
 StepFn = Callable[[jax.Array, Any], tuple[jax.Array, Any]]
+ReorderFn = Callable[[Any, jax.Array], Any]  # (cache, parent int32[B, K]) -> cache
 
 _NEG_INF = float("-inf")  # impossible / empty slots; log-probs and scores are compared, never subtracted
 
@@ -66,9 +68,11 @@ def _max_lengths(max_lengths: jax.Array | None, batch_size: int, max_decode_len:
     return jnp.clip(jnp.asarray(max_lengths, jnp.int32).reshape(batch_size), 1, max_decode_len)
 
 
-def _gather_rows(tree: Any, flat_index: jax.Array) -> Any:
-    """Reorders every cache leaf along its leading B*K axis by hypothesis index (int32[B*K])."""
-    return jax.tree.map(lambda x: x if x.ndim == 0 else jnp.take(x, flat_index, axis=0), tree)
+def gather_rows(cache: Any, parent: jax.Array) -> Any:
+    """The default ``reorder_fn``: gathers every cache leaf's leading B*K rows by parent beam (int32[B, K])."""
+    batch, beams = parent.shape
+    flat_index = ((jnp.arange(batch, dtype=jnp.int32) * beams)[:, None] + parent).reshape(batch * beams)
+    return jax.tree.map(lambda x: x if x.ndim == 0 else jnp.take(x, flat_index, axis=0), cache)
 
 
 class _BeamState(NamedTuple):
@@ -94,6 +98,7 @@ def beam_search(
     eos_id: int,
     start_id: int = 0,
     num_best: int | None = None,
+    reorder_fn: ReorderFn = gather_rows,
 ) -> BeamOutput:
     """Beam search with the GNMT length penalty and early termination (§6.1: beam 4, α = 0.6).
 
@@ -101,7 +106,7 @@ def beam_search(
     top 2K of the K×V candidates with one ``top_k``: 2K guarantees K that do not end, since at most K of
     them (one per beam) are EOS. Candidates ending with EOS or reaching their sentence's maximum length move
     to the finished set (top K by score = log p(Y) / lp(Y), lp(Y) = ((5 + |Y|) / 6)^α, |Y| counting EOS);
-    the best K others stay live, and every cache leaf is gathered by their parent beam index.
+    the best K others stay live, and ``reorder_fn`` makes each continue its parent beam.
 
     Early termination: a live hypothesis with log-probability s and current length t can finish with any
     length in [t + 1, max_len] and its log-probability only decreases, so its final score is at most
@@ -116,7 +121,8 @@ def beam_search(
 
     Args:
         step_fn: cached decoder step, ``(int32[B*K], cache) -> (float32[B*K, V], cache)``.
-        cache: pytree with leaves [B*K, ...] (sentence b's beams are rows b*K ... b*K + K - 1).
+        cache: the step function's cache (with the default ``reorder_fn``, leaves [B*K, ...]: sentence b's beams
+            are rows b*K ... b*K + K - 1).
         batch_size: B.
         beam_size: K.
         max_decode_len: static padded maximum output length L (the shapes).
@@ -125,6 +131,7 @@ def beam_search(
         eos_id: end-of-sentence token id.
         start_id: token fed at the first step (PAD = 0, as in tensor2tensor).
         num_best: hypotheses returned per sentence, ≤ beam_size; default beam_size.
+        reorder_fn: ``(cache, parent int32[B, K]) -> cache`` after each re-ranking; default `gather_rows`.
 
     Returns:
         `BeamOutput` with [B, num_best, ...] arrays, best first.
@@ -141,6 +148,7 @@ def beam_search(
         start_id=start_id,
         num_best=num_best,
         early_stop=True,
+        reorder_fn=reorder_fn,
     )
     return output
 
@@ -158,6 +166,7 @@ def _beam_search(
     start_id: int,
     num_best: int | None,
     early_stop: bool,
+    reorder_fn: ReorderFn = gather_rows,
 ) -> tuple[BeamOutput, jax.Array]:
     """`beam_search`, also returning the number of steps run; ``early_stop=False`` runs every step (tests)."""
     b_size, k, length = batch_size, beam_size, max_decode_len
@@ -167,7 +176,6 @@ def _beam_search(
     if k < 1 or length < 1 or b_size < 1:
         raise ValueError(f"batch_size, beam_size and max_decode_len must be ≥ 1, got {b_size}, {k}, {length}")
     max_len = _max_lengths(max_lengths, b_size, length)  # [B]
-    batch_offset = (jnp.arange(b_size, dtype=jnp.int32) * k)[:, None]  # [B, 1]: row of beam 0 in B*K
 
     def cond_fn(s: _BeamState) -> jax.Array:
         best_live = s.live_logprobs[:, 0]  # [B] (sorted)
@@ -199,7 +207,7 @@ def _beam_search(
         live_tokens = jnp.take_along_axis(cand_token, live_sel, axis=1)  # [B, K]
         live_seqs = jnp.take_along_axis(s.live_seqs, live_parent[:, :, None], axis=1)  # [B, K, L]
         live_seqs = jax.lax.dynamic_update_slice(live_seqs, live_tokens[:, :, None], (0, 0, s.step))
-        cache = _gather_rows(new_cache, (batch_offset + live_parent).reshape(b_size * k))
+        cache = reorder_fn(new_cache, live_parent)
 
         # Finished: merge the K kept with the 2K candidates by score; only the winners' sequences are built.
         cand_scores = jnp.where(ends, cand_logprobs / length_penalty(cand_len, alpha), _NEG_INF)  # [B, 2K]

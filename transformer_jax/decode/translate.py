@@ -1,7 +1,7 @@
 """Batched translation with a trained model (§6.1): encode once, then beam search / greedy / sampling.
 
-Cross-attention K/V are computed once per sentence (``Transformer.prepare_memory``) and tiled to the beams;
-the self-attention cache grows per step and is reordered by beam index inside the search. Every decoding
+Cross-attention K/V are computed once per sentence (``Transformer.prepare_memory``) and shared by its beams;
+the self-attention cache is written in place, and re-ranking beams moves only its ancestry table. Every decoding
 setting comes from ``config.decode``; one jitted function is compiled per (batch, source length) shape, and
 evaluation batches come in a handful of lengths (powers of two).
 """
@@ -9,7 +9,6 @@ evaluation batches come in a handful of lengths (powers of two).
 from collections.abc import Sequence
 
 import jax
-import jax.numpy as jnp
 import ml_collections
 from flax import nnx
 from tqdm import tqdm
@@ -30,10 +29,9 @@ def make_decode_fn(config: ml_collections.ConfigDict, graphdef: nnx.GraphDef):
         batch_size, src_len = inputs.shape
         max_decode_len = min(src_len + d.max_length_offset, max_len)  # §6.1: input length + 50
         max_lengths = (inputs != 0).sum(-1) + d.max_length_offset  # per sentence
-        memory = model.prepare_memory(model.encode(inputs), inputs)  # once per sentence
+        memory = model.prepare_memory(model.encode(inputs), inputs)  # once per sentence, shared by its beams
         beams = d.beam_size if d.method == "beam" else 1
-        memory = jax.tree.map(lambda x: jnp.repeat(x, beams, axis=0), memory)
-        cache = model.init_cache(batch_size * beams, max_decode_len)
+        cache = model.init_cache(batch_size, max_decode_len, beams)
 
         def step_fn(tokens, cache):
             return model.decode_step(tokens, memory, cache)
@@ -42,7 +40,7 @@ def make_decode_fn(config: ml_collections.ConfigDict, graphdef: nnx.GraphDef):
                       eos_id=EOS_ID, start_id=START_ID)
         if d.method == "beam":
             return beam_search(step_fn, cache, beam_size=d.beam_size, alpha=d.length_penalty, num_best=1,
-                               **common).sequences[:, 0]
+                               reorder_fn=model.reorder_cache, **common).sequences[:, 0]
         if d.method == "greedy":
             return greedy_search(step_fn, cache, **common)[0]
         if d.method == "sample":

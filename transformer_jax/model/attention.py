@@ -110,19 +110,30 @@ class MultiHeadAttention(nnx.Module):
         k, v = self.key_value(x_kv)
         return self.attend(self.query(x_q), k, v, mask, dropout_key)
 
-    def step(self, x: jax.Array, k_cache: jax.Array, v_cache: jax.Array,
+    def step(self, x: jax.Array, k_cache: jax.Array, v_cache: jax.Array, slots: jax.Array,
              index: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-        """One decoding step of masked self-attention with a growing K/V cache.
+        """One decoding step of masked self-attention for the K hypotheses (beams) of each sentence.
+
+        The cache is never reordered when beams are re-ranked. Beam slot j writes its key/value for position τ
+        at row τ·K + j (in place); ``slots[b, j, τ]`` names the slot holding hypothesis j's key/value at
+        position τ (its ancestry, kept by the beam search). So the K queries of a sentence attend over all T·K
+        rows of the sentence at once (one [K, T·K] matmul per head instead of K [1, T] ones), masked to their
+        own ancestry and to positions ≤ ``index``.
 
         Args:
-          x: [B, 1, D], the current position's input.
-          k_cache: [B, H, T, K]; v_cache: [B, H, T, V] (T = max decode length).
-          index: int32 scalar, the current position; attends to positions 0..index only.
+          x: [B, K, D], the current position's input of each hypothesis.
+          k_cache: [B, H, T*K, K_dim]; v_cache: [B, H, T*K, V_dim] (T = max decode length).
+          slots: int32 [B, K, T], hypothesis j's slot for each position (entry ``index`` must be j).
+          index: int32 scalar, the current position.
         Returns:
-          ([B, 1, D], k_cache, v_cache) with this position's K/V written at ``index``.
+          ([B, K, D], k_cache, v_cache) with each slot's key/value written at its row ``index``.
         """
-        k, v = self.key_value(x)
-        k_cache = jax.lax.dynamic_update_slice_in_dim(k_cache, k.astype(k_cache.dtype), index, axis=2)
-        v_cache = jax.lax.dynamic_update_slice_in_dim(v_cache, v.astype(v_cache.dtype), index, axis=2)
-        mask = (jnp.arange(k_cache.shape[2]) <= index)[None, None, None, :]
+        batch, beams, length = slots.shape
+        k, v = self.key_value(x)  # [B, H, K, dim]: the K hypotheses are this step's "length" axis
+        # Position-major rows (τ·K + j): this step's K entries are one contiguous block, written in place.
+        k_cache = jax.lax.dynamic_update_slice_in_dim(k_cache, k.astype(k_cache.dtype), index * beams, axis=2)
+        v_cache = jax.lax.dynamic_update_slice_in_dim(v_cache, v.astype(v_cache.dtype), index * beams, axis=2)
+        own = slots[:, :, :, None] == jnp.arange(beams, dtype=slots.dtype)  # [B, Kq, T, Ks]
+        mask = own & (jnp.arange(length) <= index)[:, None]
+        mask = mask.reshape(batch, 1, beams, length * beams)
         return self.attend(self.query(x), k_cache, v_cache, mask), k_cache, v_cache

@@ -125,12 +125,17 @@ class DecoderLayer(nnx.Module):
         return self.ffn_residual(y, lambda z: self.ffn(z, fold(dropout_key, 4)), fold(dropout_key, 5))
 
     def step(self, y: jax.Array, cross_kv: tuple[jax.Array, jax.Array], cross_mask: Mask,
-             kv_cache: tuple[jax.Array, jax.Array], index: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
-        """One cached decoding step: y [B, 1, D]; cross-attention K/V were computed once per sentence."""
+             kv_cache: tuple[jax.Array, jax.Array], slots: jax.Array,
+             index: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+        """One cached decoding step for the K hypotheses of each sentence: y [B, K, D].
+
+        Cross-attention K/V were computed once per sentence and are shared by its K hypotheses (K queries each);
+        ``slots`` is every hypothesis's ancestry in the self-attention cache (`MultiHeadAttention.step`).
+        """
         new_kv = []
 
         def self_attend(z):
-            out, k, v = self.self_attention.step(z, *kv_cache, index)
+            out, k, v = self.self_attention.step(z, *kv_cache, slots, index)
             new_kv.extend((k, v))
             return out
 

@@ -3,8 +3,9 @@
 API (DESIGN.md "Contracts"):
   ``encode(inputs) → memory``; teacher-forced ``decode(targets, memory) → logits``;
   ``prepare_memory(memory, inputs) → state`` (cross-attention K/V computed once per sentence);
-  ``init_cache(batch, max_len) → cache``; ``decode_step(tokens, state, cache) → (logits, cache)``.
-The cache is an explicit pytree whose every leaf has the batch as leading axis (so beam search can reorder it).
+  ``init_cache(batch, max_len, beams) → cache``; ``decode_step(tokens, state, cache) → (logits, cache)``;
+  ``reorder_cache(cache, parent) → cache``. The cache is an explicit pytree; beams share their sentence's rows
+  and re-ranking moves only an ancestry table, never the keys and values.
 
 Packed rows: ``*_segmentation`` (1, 2, … per sentence, 0 = padding) and ``*_position`` (restarting at 0 per
 sentence) keep attention inside a sentence and restart positions; without them a row is one sentence and
@@ -117,27 +118,49 @@ class Transformer(nnx.Module):
     # --- cached decoding (§6.1 beam search drives these) ---
 
     def prepare_memory(self, memory: jax.Array, inputs: jax.Array) -> dict:
-        """Per-sentence constants for decoding: every layer's cross-attention K/V (computed once) and the mask."""
+        """Per-sentence constants for decoding: every layer's cross-attention K/V (computed once) and the mask.
+
+        They are shared by the sentence's beams (never tiled to B·K): the K hypotheses are K queries.
+        """
         cross_kv = [layer.cross_attention.key_value(memory) for layer in self.decoder_layers]
         return {"cross_kv": cross_kv, "mask": padding_mask(jnp.ones((inputs.shape[0], 1), jnp.int32),
                                                            (inputs != 0).astype(jnp.int32))}
 
-    def init_cache(self, batch_size: int, max_len: int) -> dict:
-        """Empty self-attention K/V for ``max_len`` steps; ``index`` [B] is the current position (all equal)."""
+    def init_cache(self, batch_size: int, max_len: int, beam_size: int = 1) -> dict:
+        """Empty self-attention K/V for ``beam_size`` hypotheses of ``max_len`` steps per sentence.
+
+        ``kv``: per layer (K [B, H, T·beam, d_k], V [B, H, T·beam, d_v]), slot j's position τ at row τ·beam + j;
+        ``slots``: int32 [B, beam, T], each hypothesis's ancestry (see `reorder_cache`); ``index``: the step.
+        """
         m = self.config
         dtype = jnp.dtype(m.dtype)
-        kv = [(jnp.zeros((batch_size, m.num_heads, max_len, m.d_k), dtype),
-               jnp.zeros((batch_size, m.num_heads, max_len, m.d_v), dtype)) for _ in range(m.num_decoder_layers)]
-        return {"kv": kv, "index": jnp.zeros((batch_size,), jnp.int32)}
+        shape = (batch_size, m.num_heads, max_len * beam_size)
+        kv = [(jnp.zeros((*shape, m.d_k), dtype), jnp.zeros((*shape, m.d_v), dtype))
+              for _ in range(m.num_decoder_layers)]
+        return {"kv": kv, "slots": jnp.zeros((batch_size, beam_size, max_len), jnp.int32),
+                "index": jnp.zeros((), jnp.int32)}
+
+    @staticmethod
+    def reorder_cache(cache: dict, parent: jax.Array) -> dict:
+        """Beam search re-ranked the hypotheses: hypothesis j now continues ``parent[b, j]`` (int32 [B, K]).
+
+        Only the ancestry table moves ([B, K, T] integers); the keys and values stay where they were written,
+        so no step copies the cache (gathering it by beam would move every layer's K/V at every step).
+        """
+        slots = jnp.take_along_axis(cache["slots"], parent[:, :, None], axis=1)
+        return {**cache, "slots": slots}
 
     def decode_step(self, tokens: jax.Array, memory: dict, cache: dict) -> tuple[jax.Array, dict]:
-        """One decoder step: tokens int [B] (the previous output, START_ID first) → float32 logits [B, vocab]."""
-        index = cache["index"][0]
-        position = jnp.broadcast_to(index, (tokens.shape[0], 1))
-        y = self.target_positions(self.embeddings()[1](tokens[:, None]), position)
+        """One decoder step: tokens int [B·K] (the previous outputs, START_ID first; K = the cache's beams,
+        sentence b's hypotheses at rows b·K … b·K + K - 1) → float32 logits [B·K, vocab]."""
+        index = cache["index"]
+        batch, beams, _ = cache["slots"].shape
+        slots = cache["slots"].at[:, :, index].set(jnp.arange(beams, dtype=jnp.int32))  # each writes its own slot
+        tokens = tokens.reshape(batch, beams)
+        y = self.target_positions(self.embeddings()[1](tokens), jnp.broadcast_to(index, tokens.shape))
         new_kv = []
         for layer, cross_kv, kv in zip(self.decoder_layers, memory["cross_kv"], cache["kv"]):
-            y, layer_kv = layer.step(y, cross_kv, memory["mask"], kv, index)
+            y, layer_kv = layer.step(y, cross_kv, memory["mask"], kv, slots, index)
             new_kv.append(layer_kv)
-        logits = self.embeddings()[2].logits(self.decoder_norm(y) if self.pre_ln else y)
-        return logits[:, 0], {"kv": new_kv, "index": cache["index"] + 1}
+        logits = self.embeddings()[2].logits(self.decoder_norm(y) if self.pre_ln else y)  # [B, K, vocab]
+        return logits.reshape(batch * beams, -1), {"kv": new_kv, "slots": slots, "index": index + 1}
