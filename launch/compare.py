@@ -1,22 +1,28 @@
 """`transformer-jax compare`: runs side by side in the layout of the paper's Table 3, with the paper's numbers.
 
-    transformer-jax compare runs/table3/*                 # markdown to stdout; table.md, table.csv, bleu.png
+    transformer-jax compare runs/table3/*                 # markdown to stdout; table.md, table.csv, bleu.png,
+                                                          # provenance.json
     transformer-jax compare runs/table3/* --out=results/   # ... written to results/ instead of runs/table3/compare
+
+provenance.json holds, per run, every start's commit, machine and command (from <workdir>/provenance.jsonl),
+its steps and training wall time, and the commit, machine and command of the compare itself.
 
 Folders without a config.json (e.g. runs/table3/slurm) are skipped. Runs still training are marked with "*".
 The table logic is transformer_jax/evaluate/report.py.
 """
 
+import json
 import os
 import sys
 
 from absl import flags
 
 from experiments import get_experiment
+from launch import provenance
 from transformer_jax.evaluate import report
 
-OUT = flags.DEFINE_string("out", None, "Folder for table.md, table.csv and bleu.png (default: <the runs' common "
-                                       "parent folder>/compare).")
+OUT = flags.DEFINE_string("out", None, "Folder for table.md, table.csv, bleu.png and provenance.json (default: "
+                                       "<the runs' common parent folder>/compare).")
 
 
 def default_out(workdirs: list[str]) -> str:
@@ -49,4 +55,15 @@ def main(argv: list[str]) -> None:
     with open(os.path.join(out, "table.csv"), "w") as f:
         f.write(report.to_csv(rows))
     report.plot(rows, os.path.join(out, "bleu.png"))
-    print(f"Wrote table.md, table.csv and bleu.png to {out}", file=sys.stderr)
+    with open(os.path.join(out, "provenance.json"), "w") as f:
+        json.dump(provenance_of(runs), f, indent=1)
+    print(f"Wrote table.md, table.csv, bleu.png and provenance.json to {out}", file=sys.stderr)
+
+
+def provenance_of(runs: list[dict]) -> dict:
+    """This compare's commit, machine and command, and per run its steps, wall time and recorded starts."""
+    return {"compare": provenance.record(devices=False),
+            "runs": [{"run": run["name"], "workdir": run["workdir"], "config": run["config"].get("name"),
+                      "step": run["step"], "num_steps": run["num_steps"], "finished": run["finished"],
+                      "train_seconds": run["train_seconds"], "starts": provenance.read(run["workdir"])}
+                     for run in runs]}

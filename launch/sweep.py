@@ -127,7 +127,7 @@ def flag_overrides() -> dict[str, Any]:
     return dict(flags.FLAGS["config"].override_values)
 
 
-def run_local(configs: dict, workdir: str) -> dict[str, str]:
+def run_local(configs: dict, workdir: str, commands: dict[str, list[str]]) -> dict[str, str]:
     """Trains and evaluates each row in turn (skipping finished rows); returns {row: error} for failed rows."""
     from launch.train import run_training  # imported here: the other launchers need no JAX
     from transformer_jax.evaluate.report import is_finished
@@ -140,7 +140,7 @@ def run_local(configs: dict, workdir: str) -> dict[str, str]:
             continue
         print(f"[{i}/{len(configs)}] {row}: training in {rundir}", flush=True)
         try:
-            summary = run_training(config, rundir, ("dev", "test"), "latest")
+            summary = run_training(config, rundir, ("dev", "test"), "latest", command=commands[row])
         except Exception as e:  # one failed row (a NaN loss, a config clash) must not stop the sweep
             logger.exception("Row %s failed", row)
             failed[row] = f"{type(e).__name__}: {e}"
@@ -184,7 +184,7 @@ def main(argv: list[str]) -> None:
     else:
         logs.setup()
         cluster.maybe_initialize()
-        failed = run_local(configs, workdir)
+        failed = run_local(configs, workdir, commands)
         if failed:
             sys.exit("transformer-jax sweep: rows failed: " + "; ".join(f"{r}: {e}" for r, e in failed.items()))
         print(f"All {len(configs)} rows done; compare them with: transformer-jax compare {shlex.quote(workdir)}/*")

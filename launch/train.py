@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 import ml_collections
 from absl import flags
 
-from launch import cluster, logs
+from launch import cluster, logs, provenance
 from launch.flags import CONFIG, JSON, WORKDIR
 from transformer_jax.data import pipeline
 from transformer_jax.decode.restore import restore_run
@@ -29,14 +29,18 @@ NUM_SAMPLES = flags.DEFINE_integer("num_samples", 3, "Sample translations printe
 
 
 def run_training(config: ml_collections.ConfigDict, workdir: str, eval_splits: Sequence[str] = ("dev", "test"),
-                 checkpoint: str = "latest", on_eval: Callable[[str, dict, str], None] | None = None) -> dict:
+                 checkpoint: str = "latest", on_eval: Callable[[str, dict, str], None] | None = None,
+                 command: list[str] | None = None) -> dict:
     """Trains (or resumes) ``config`` in ``workdir``, then scores ``eval_splits`` with ``checkpoint``.
 
+    Each start appends the commit, machine and ``command`` (default: this process's command line) to
+    ``<workdir>/provenance.jsonl`` (launch/provenance.py).
     Writes ``eval_<split>.json`` per split (see transformer_jax/evaluate/evaluation.py). ``on_eval(split, result,
     checkpoint)`` is called after each split (``result`` still holds its ``samples``). Returns the summary that
     `transformer-jax train` prints: workdir, step, train_loss, dev_ppl, <split>_bleu, <split>_tokenized_bleu,
     signature.
     """
+    provenance.append(workdir, command)
     hook = None
     if config.train.eval_bleu:  # dev BLEU at every evaluation (decodes the dev set: slow on CPU)
         hook = dev_bleu_hook(config, pipeline.build_tokenizer(config, workdir), sharding.make_mesh(config.train.mesh))

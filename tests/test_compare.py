@@ -1,7 +1,7 @@
 """Tests for `transformer-jax compare` and transformer_jax/evaluate/report.py on hand-made run folders.
 
 tests/fixtures/compare/ holds four runs of configs/tiny.py (config.json, metrics.jsonl, eval_*.json): ``base``
-(finished, resumed once), ``D1`` (finished), ``C4`` (still training: 10 of 20 steps, dev BLEU only in
+(finished, resumed once, with a provenance.jsonl), ``D1`` (finished), ``C4`` (still training: 10 of 20 steps, dev BLEU only in
 metrics.jsonl), ``custom`` (no Table 3 row) and ``slurm/`` (not a run). tests/golden/compare_table3.md is the
 reviewed table; rewrite it with UPDATE_GOLDEN=1 after a deliberate change of the layout.
 """
@@ -145,6 +145,11 @@ def test_cli_prints_the_table_and_writes_csv_and_png(tmp_path):
     assert (out / "table.md").read_text() == proc.stdout
     assert len((out / "table.csv").read_text().splitlines()) == 1 + 4
     assert (out / "bleu.png").stat().st_size > 1000
+    prov = json.loads((out / "provenance.json").read_text())
+    assert prov["compare"]["command"].endswith(f"--out={out}") and prov["compare"]["machine"]["cpu_count"] >= 1
+    starts = {run["run"]: run["starts"] for run in prov["runs"]}
+    assert starts["base"][0]["commit"].startswith("0123456789") and starts["D1"] == []  # D1 predates the records
+    assert {run["run"]: (run["step"], run["finished"]) for run in prov["runs"]}["C4"] == (10, False)
 
 
 def test_cli_without_runs_fails_cleanly(tmp_path):

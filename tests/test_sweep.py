@@ -18,7 +18,7 @@ from ml_collections import config_flags
 
 from configs import table3
 from experiments import EXPERIMENTS, base_name, get_experiment, resolve, select_rows
-from launch import sweep
+from launch import provenance, sweep
 from transformer_jax.evaluate import report
 from transformer_jax.model.size import count_parameters
 
@@ -280,7 +280,10 @@ def test_local_sweep_two_rows_end_to_end(in_repo, tmp_path, capsys):
         assert saved == json.loads(config.to_json_best_effort())
         assert saved == json.loads(cli_config(sweep.train_argv(TABLE3, row, "tiny", workdir, overrides))
                                    .to_json_best_effort())
-    assert sweep.run_local(configs, workdir) == {}  # finished rows are skipped (no training, no JAX)
+        (start,) = provenance.read(rundir)  # the row's own train command, with the commit and the machine
+        assert start["command"] == shlex.join(sweep.train_argv(TABLE3, row, "tiny", workdir, overrides))
+        assert start["machine"]["cpu_count"] >= 1 and "devices" in start["machine"]
+    assert sweep.run_local(configs, workdir, {}) == {}  # finished rows are skipped (no training, no JAX)
     assert capsys.readouterr().out.count("finished, skipping") == 2
     rows = report.build_rows([report.collect_run(os.path.join(workdir, r)) for r in ("D1", "base")], TABLE3.paper)
     assert [(r["run"], r["in_progress"], r["step"]) for r in rows] == [("base", False, 5), ("D1", False, 5)]
