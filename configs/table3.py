@@ -8,10 +8,10 @@ D1/D2 set P_drop to 0 / twice the base; D3/D4 set ε_ls to 0 / twice the base; E
 big doubles d_model and d_ff, doubles h (d_k = d_v unchanged), triples P_drop and the number of steps.
 
     transformer-jax train --config=configs/table3.py:B1 --workdir=runs/B1
-    transformer-jax train --config=configs/table3.py:C4,base=demo --workdir=runs/demo_C4
+    transformer-jax train --config=configs/table3.py:C4,base=demo_table3 --workdir=runs/demo_C4
     transformer-jax describe --config=configs/table3.py:C5 --json
 
-``arg`` is ``ROW[,base=NAME][,pair=ende|enfr]``; NAME is a module of configs/ (base, demo, multi30k).
+``arg`` is ``ROW[,base=NAME][,pair=ende|enfr]``; NAME is a module of configs/ (base, demo, demo_table3, multi30k).
 """
 
 import importlib
@@ -106,7 +106,7 @@ def load_base(name: str, pair: str | None = None) -> Config:
     try:
         module = importlib.import_module(f"configs.{name}")
     except ModuleNotFoundError:
-        raise ValueError(f"Unknown base config {name!r}; use a module of configs/, e.g. base, demo, multi30k.")
+        raise ValueError(f"Unknown base config {name!r}; use a module of configs/, e.g. base, demo_table3, multi30k.")
     return module.get_config(pair) if pair else module.get_config()
 
 

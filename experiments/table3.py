@@ -3,7 +3,7 @@ r"""Table 3 of the paper as a sweep: the rows of configs/table3.py (base, A1–A
 The row logic lives in configs/table3.py only (``table3.apply_row``); this file names the sweep, its default base
 (the paper's, configs/base.py) and the paper's dev PPL / BLEU / parameter count per row (``table3.PAPER``)::
 
-    transformer-jax sweep --experiment=table3 --base=demo --rows=A,B1,C --workdir=runs/table3_demo
+    transformer-jax sweep --experiment=table3 --base=demo_table3 --rows=A,B1,C --workdir=runs/table3_demo
     transformer-jax compare runs/table3_demo/*
 """
 

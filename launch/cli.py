@@ -5,7 +5,7 @@
     transformer-jax decode    --workdir=runs/B1 [--checkpoint=latest|STEP|avg5] [--input=-] [--output=-]
     transformer-jax evaluate  --workdir=runs/B1 --split=dev|test
     transformer-jax average   --workdir=runs/B1 --last=5
-    transformer-jax sweep     --experiment=table3 [--rows=A,B1] [--base=configs/demo.py] --workdir=runs/table3
+    transformer-jax sweep     --experiment=table3 [--rows=A,B1] [--base=demo_table3] --workdir=runs/table3
     transformer-jax compare   runs/table3/*
 
 `transformer-jax COMMAND --help` lists every flag of a command.

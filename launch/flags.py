@@ -12,7 +12,7 @@ DEMO_CONFIG = os.path.join(os.path.dirname(configs.__file__), "demo.py")
 CONFIG = config_flags.DEFINE_config_file(
     "config", DEMO_CONFIG,
     "Experiment config: a file of configs/ (e.g. configs/base.py, configs/table3.py:B1, "
-    "configs/table3.py:C4,base=demo); override any field with --config.section.field=value.")
+    "configs/table3.py:C4,base=demo_table3); override any field with --config.section.field=value.")
 WORKDIR = flags.DEFINE_string("workdir", None, "Run folder: config.json, vocab.model, checkpoints, metrics.jsonl.")
 JSON = flags.DEFINE_bool("json", False, "Print the result as one JSON object (the last line printed).")
 CHECKPOINT = flags.DEFINE_string(

@@ -1,6 +1,6 @@
 r"""`transformer-jax sweep`: run a named experiment (e.g. the paper's Table 3), or write its cluster launch files.
 
-    transformer-jax sweep --experiment=table3 --base=demo --rows=A,B1,C --workdir=runs/table3_demo   # here, in turn
+    transformer-jax sweep --experiment=table3 --base=demo_table3 --rows=A,B1,C --workdir=runs/table3_demo   # here, in turn
     transformer-jax sweep --experiment=table3 --workdir=runs/table3 --launcher=slurm --slurm_gpus_per_node=8
     transformer-jax sweep --experiment=table3 --workdir=runs/table3 --launcher=tpu --tpu_name=v4-32 --tpu_zone=...
     transformer-jax sweep --experiment=table3 --base=demo --workdir=runs/t3 --launcher=print --config.train.num_steps=500
