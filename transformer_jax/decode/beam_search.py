@@ -10,8 +10,9 @@ and row b*K + j is hypothesis j of sentence b. When beams are re-ranked, ``reord
 hypothesis j continue ``parent[b, j]``; by default every leaf of ``cache`` has leading dimension B*K and its rows
 are gathered, while the Transformer (``Transformer.reorder_cache``) keeps its keys/values in place and moves only
 a small ancestry table. Per-sentence constants (encoder memory, cross-attention K/V) are closed over by
-``step_fn``. The first call receives ``start_id`` (PAD = 0, as in tensor2tensor). Everything runs inside one ``jax.lax.while_loop`` with static shapes and no host syncs,
-so the functions are jittable (wrap them in ``jax.jit`` with ``step_fn`` and the sizes closed over).
+``step_fn``. The first call receives ``start_id`` (PAD = 0, as in tensor2tensor). Everything runs inside one
+``jax.lax.while_loop`` with static shapes and no host syncs, so the functions are jittable (wrap them in
+``jax.jit`` with ``step_fn`` and the sizes closed over).
 
 Conventions shared by all three decoders:
   * ``sequences`` hold the tokens after the start token, EOS included, 0-padded after EOS.
