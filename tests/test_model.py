@@ -21,6 +21,7 @@ from transformer_jax.model.attention import (
     scaled_dot_product_attention,
 )
 from transformer_jax.decode.beam_search import beam_search
+from transformer_jax.model.dropout import dropout, keep_threshold
 from transformer_jax.model.embedding import sinusoidal_table
 from transformer_jax.model.layers import EncoderLayer, LayerNorm
 from transformer_jax.model.transformer import START_ID, Transformer
@@ -403,6 +404,24 @@ def test_shared_embeddings_are_one_table_used_three_ways():
     not_9 = np.delete(np.arange(VOCAB), 9)  # (its own output column moves everywhere)
     np.testing.assert_array_equal(np.asarray(target_only)[:, :2, not_9], np.asarray(base)[:, :2, not_9])
     assert jnp.abs(target_only[:, 2, not_9] - base[:, 2, not_9]).max() > 1e-3
+
+
+@pytest.mark.parametrize("rate,shape", [(0.1, (64, 256)), (0.3, (8, 5, 33)), (0.5, (4001,))])
+def test_dropout_keeps_one_minus_rate_and_the_expectation(rate, shape):
+    """§5.4 inverted dropout from 16 random bits per element: P(keep) = round((1-rate)·65536)/65536, kept
+    elements scaled by its inverse (E[dropout(x)] = x exactly), odd last dimensions included, masks vary by key."""
+    x = jnp.ones(shape, jnp.float32)
+    y = np.asarray(dropout(x, rate, jax.random.key(0)))
+    p_keep = keep_threshold(rate) / 65536
+    assert abs(p_keep - (1 - rate)) < 2**-17
+    kept = y != 0
+    np.testing.assert_allclose(y[kept], 1 / p_keep, rtol=1e-6)
+    sigma = math.sqrt(p_keep * (1 - p_keep) / y.size)
+    assert abs(kept.mean() - p_keep) < 5 * sigma  # the keep rate, within 5 standard errors
+    assert abs(y.mean() - 1.0) < 5 * sigma / p_keep  # unbiased
+    other = np.asarray(dropout(x, rate, jax.random.key(1))) != 0
+    assert (other != kept).mean() > rate / 2  # another key, another mask
+    assert (np.asarray(dropout(x, rate, None)) == 1).all() and (np.asarray(dropout(x, 0.0, jax.random.key(0))) == 1).all()
 
 
 def test_dropout_only_with_a_key():

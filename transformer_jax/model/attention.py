@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from transformer_jax.model.dropout import dropout
 from transformer_jax.model.params import dense_param, zeros_param
 
 Mask = jax.Array  # bool [B, 1, L, S]: True where a query may attend to a key.
@@ -55,9 +56,7 @@ def scaled_dot_product_attention(
     weights = jax.nn.softmax(logits, axis=-1)
     if mask is not None:
         weights = jnp.where(mask, weights, 0.0)  # exactly 0, even where a whole row is masked
-    if dropout_key is not None and dropout_rate > 0.0:
-        keep = jax.random.bernoulli(dropout_key, 1.0 - dropout_rate, weights.shape)
-        weights = jnp.where(keep, weights / (1.0 - dropout_rate), 0.0)
+    weights = dropout(weights, dropout_rate, dropout_key)
     return jnp.einsum("bhls,bhsv->bhlv", weights.astype(v.dtype), v)
 
 

@@ -11,20 +11,8 @@ import jax.numpy as jnp
 from flax import nnx
 
 from transformer_jax.model.attention import Mask, MultiHeadAttention
+from transformer_jax.model.dropout import dropout, fold
 from transformer_jax.model.params import dense_param, ones_param, zeros_param
-
-
-def dropout(x: jax.Array, rate: float, key: jax.Array | None) -> jax.Array:
-    """Inverted dropout (§5.4); identity when ``key`` is None (evaluation) or ``rate`` is 0."""
-    if key is None or rate == 0.0:
-        return x
-    keep = jax.random.bernoulli(key, 1.0 - rate, x.shape)
-    return jnp.where(keep, x / (1.0 - rate), 0).astype(x.dtype)
-
-
-def fold(key: jax.Array | None, i: int) -> jax.Array | None:
-    """A distinct dropout key per site: ``fold_in(key, i)``; None stays None (no dropout)."""
-    return None if key is None else jax.random.fold_in(key, i)
 
 
 class LayerNorm(nnx.Module):

@@ -20,7 +20,8 @@ from flax import nnx
 
 from transformer_jax.model.attention import causal_mask, padding_mask
 from transformer_jax.model.embedding import Embedding, PositionalEncoding
-from transformer_jax.model.layers import DecoderLayer, EncoderLayer, LayerNorm, dropout, fold
+from transformer_jax.model.dropout import dropout, fold
+from transformer_jax.model.layers import DecoderLayer, EncoderLayer, LayerNorm
 
 START_ID = 0  # the decoder's first input (PAD): see the module docstring.
 

@@ -16,7 +16,7 @@ import optax
 from flax import nnx
 from jax.sharding import NamedSharding
 
-from transformer_jax.model.layers import fold
+from transformer_jax.model.dropout import fold
 from transformer_jax.model.transformer import Transformer
 from transformer_jax.train import sharding
 from transformer_jax.train.loss import projected_cross_entropy_sums
