@@ -157,3 +157,10 @@ def test_cli_without_runs_fails_cleanly(tmp_path):
                           timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "no config.json" in proc.stderr
+
+
+def test_footnote_names_runs_scored_with_averaged_checkpoints(rows):
+    averaged = [dict(row, checkpoint="avg5 (runs/x/averaged/avg5)") if row["table3_row"] == "D1" else row
+                for row in rows]
+    assert "except averaged checkpoints for D1 (avg5)" in report.to_markdown(averaged)
+    assert "scored with the last checkpoint (no averaging" in report.to_markdown(rows)

@@ -145,7 +145,8 @@ def build_rows(runs: list[dict], paper: dict[str, dict] | None = None) -> list[d
             "dev_bleu_source": run["dev_bleu_source"], "paper_dev_bleu": theirs.get("dev_bleu"),
             "paper_params_m": theirs.get("params_m"),
             "test_bleu": run["test_bleu"], "test_tokenized_bleu": run["test_tokenized_bleu"],
-            "wall_time_s": run["train_seconds"], "signature": run["signature"], "workdir": run["workdir"],
+            "wall_time_s": run["train_seconds"], "signature": run["signature"], "checkpoint": run["checkpoint"],
+            "workdir": run["workdir"],
         })
     return rows
 
@@ -183,8 +184,12 @@ def to_markdown(rows: list[dict]) -> str:
     for row in rows:
         cells = _cells(row)
         lines.append("| " + " | ".join(cells[key] for key, _ in COLUMNS) + " |")
+    averaged = [f"{row['run']} ({row['checkpoint'].split()[0]})" for row in rows
+                if (row.get("checkpoint") or "").startswith("avg")]
+    scored = ("the last checkpoint (no averaging, as in Table 3)" if not averaged else
+              "the last checkpoint, except averaged checkpoints for " + ", ".join(averaged))
     notes = ["", ("dev PPL: per word-piece on the dev split (latest evaluation in metrics.jsonl). BLEU: sacreBLEU "
-                  "and the paper's tokenized compound-split BLEU (tok), beam search, no checkpoint averaging; dev "
+                  f"and the paper's tokenized compound-split BLEU (tok), beam search, scored with {scored}; dev "
                   "BLEU from eval_dev.json, else the latest dev_bleu logged in training. paper: Table 3 (EN-DE "
                   "newstest2013, base scale). train time: the training loop, summed over resumed segments.")]
     signatures = sorted({row["signature"] for row in rows if row["signature"]})
@@ -199,7 +204,7 @@ def to_markdown(rows: list[dict]) -> str:
 CSV_FIELDS = ("run", "table3_row", "in_progress", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls",
               "positional", "params_m", "paper_params_m", "step", "num_steps", "dev_ppl", "paper_dev_ppl",
               "dev_bleu", "dev_tokenized_bleu", "dev_bleu_source", "paper_dev_bleu", "test_bleu",
-              "test_tokenized_bleu", "wall_time_s", "signature", "workdir")
+              "test_tokenized_bleu", "wall_time_s", "signature", "checkpoint", "workdir")
 
 
 def to_csv(rows: list[dict]) -> str:
