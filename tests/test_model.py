@@ -211,7 +211,7 @@ def test_d_k_and_d_v_are_independent():
     assert jax.eval_shape(lambda s: nnx.merge(graphdef, s)(SRC, TGT), state).shape == (2, 6, VOCAB)
     cache = model.init_cache(2, 6)
     k, v = cache["kv"][0]
-    assert k.shape == (2, 3, 6, 5) and v.shape == (2, 3, 6, 7)  # heads-major [B, H, S, K]
+    assert k.shape == (2, 3, 5, 6) and v.shape == (2, 3, 6, 7)  # heads-major: K [B, H, K, S], V [B, H, S, V]
 
 
 # --- §3.5 positions, LayerNorm ----------------------------------------------------------------------------------

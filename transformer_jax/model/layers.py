@@ -117,7 +117,8 @@ class DecoderLayer(nnx.Module):
              index: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
         """One cached decoding step for the K hypotheses of each sentence: y [B, K, D].
 
-        Cross-attention K/V were computed once per sentence and are shared by its K hypotheses (K queries each);
+        Cross-attention K ([B, H, d_k, S]) and V were computed once per sentence and are shared by its K
+        hypotheses (K queries each);
         ``slots`` is every hypothesis's ancestry in the self-attention cache (`MultiHeadAttention.step`).
         """
         new_kv = []
@@ -129,5 +130,6 @@ class DecoderLayer(nnx.Module):
 
         y = self.self_attention_residual(y, self_attend, None)
         y = self.cross_attention_residual(
-            y, lambda z: self.cross_attention.attend(self.cross_attention.query(z), *cross_kv, cross_mask), None)
+            y, lambda z: self.cross_attention.attend(self.cross_attention.query(z), *cross_kv, cross_mask,
+                                                     keys_transposed=True), None)
         return self.ffn_residual(y, self.ffn, None), tuple(new_kv)
