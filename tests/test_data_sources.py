@@ -141,8 +141,8 @@ def test_wmt14_mock_data_through_the_whole_pipeline(tmp_path):
     assert batch["inputs"].dtype == np.int32 and batch["inputs"].shape[0] % 2 == 0
     assert (batch["inputs"] > 0).sum() > 0 and 0 < batches.stats["fill_rate"] <= 1
     assert len(src_texts) == len(refs) == 64 and sum((b["index"] >= 0).sum() for b in dev_batches) == 64
-    first = dev_batches[0]["inputs"][0]
-    assert tokenizer.decode(first) == " ".join(src_texts[0].split())  # SentencePiece collapses whitespace runs
+    first, index = dev_batches[0]["inputs"][0], dev_batches[0]["index"][0]  # batches are grouped by length
+    assert tokenizer.decode(first) == " ".join(src_texts[index].split())  # SentencePiece collapses whitespace runs
 
 
 # -- text files and synthetic through the pipeline ---------------------------------------------------------------
