@@ -48,19 +48,18 @@ def step_memory(config, rows: int, length: int) -> dict:
 def estimate(name: str, chips: int, length: int, dtype: str, mfu: float) -> dict:
     config = CONFIGS[name]()
     config.model.dtype = dtype
-    tokens = int(config.data.tokens_per_batch)  # source + target tokens per step (§5.2: ~25K each side)
+    tokens = int(config.data.tokens_per_batch)  # per side (source, target) per step
     rows = max(1, tokens // chips // length)
     mem = step_memory(config, rows, length)
     peak_bytes = mem["argument_bytes"] + mem["output_bytes"] - mem["alias_bytes"] + mem["temp_bytes"]
     steps = int(config.train.num_steps)
-    target_tokens = tokens  # §5.1: "approximately 25000 source tokens and 25000 target tokens"
-    flops = flops_per_target_token(config.model, length) * target_tokens * steps
+    # §5.1: "approximately 25000 source tokens and 25000 target tokens": tokens_per_batch counts each side.
+    flops = flops_per_target_token(config.model, length) * tokens * steps
     hours = {acc: flops / (chips * peak * 1e12 * mfu) / 3600 for acc, peak in ACCELERATORS.items()}
     return {"config": name, "params": count_parameters(config.model)["total"], "dtype": dtype, "chips": chips,
             "rows_per_chip": rows, "row_length": length, "steps": steps, "train_pflop": flops / 1e15,
-            "memory_gib_per_chip": peak_bytes / 2**30, **{k: v / 2**30 for k, v in
-                                                         (("argument_gib", mem["argument_bytes"]),
-                                                          ("temp_gib", mem["temp_bytes"]))},
+            "memory_gib_per_chip": peak_bytes / 2**30, "argument_gib": mem["argument_bytes"] / 2**30,
+            "temp_gib": mem["temp_bytes"] / 2**30,
             "assumed_mfu": mfu, "hours": hours}
 
 

@@ -392,8 +392,9 @@ def eval_batches(
     stops after a few steps, instead of every batch paying for the split's longest sentence. Each batch has
     ``batch_size`` rows and length ``min(max_len, next power of 2 ≥ its longest side)`` (a small set of shapes);
     the last batch is filled with all-padding rows. ``batch["index"]`` (int32 [batch_size]) is each row's
-    position in the split, -1 for filler rows: outputs are put back in the split's order with it. Pairs longer than ``max_len``
-    (the model's position table) are truncated to ``max_len`` tokens, keeping the final EOS, with a warning.
+    position in the split, -1 for filler rows: outputs are put back in the split's order with it. Pairs longer
+    than ``max_len`` (the model's position table) are truncated to ``max_len`` tokens, keeping the final EOS, with
+    a warning.
     """
     if batch_size < 1:
         raise DataError(f"Evaluation batch size must be ≥ 1, got {batch_size}.")

@@ -33,6 +33,23 @@ def causal_mask(length: int) -> Mask:
     return jnp.tril(jnp.ones((length, length), dtype=bool))[None, None]
 
 
+def beam_cache_mask(slots: jax.Array, index: jax.Array) -> Mask:
+    """Self-attention mask of one decoding step over the beams' shared cache (`MultiHeadAttention.step`).
+
+    Hypothesis j of sentence b may attend to cache row τ·K + s iff slot s holds its key/value for position τ
+    (``slots[b, j, τ] == s``, its ancestry) and τ ≤ ``index`` (§3.2.3: no leftward information flow).
+
+    Args:
+      slots: int32 [B, K, T], each hypothesis's slot per position; index: int32 scalar, the current position.
+    Returns:
+      bool [B, 1, K, T·K].
+    """
+    batch, beams, length = slots.shape
+    own = slots[:, :, :, None] == jnp.arange(beams, dtype=slots.dtype)  # [B, Kq, T, Ks]
+    mask = own & (jnp.arange(length) <= index)[:, None]
+    return mask.reshape(batch, 1, beams, length * beams)
+
+
 def scaled_dot_product_attention(
     q: jax.Array, k: jax.Array, v: jax.Array, mask: Mask | None, dropout_rate: float = 0.0,
     dropout_key: jax.Array | None = None, keys_transposed: bool = False,
@@ -111,32 +128,28 @@ class MultiHeadAttention(nnx.Module):
         k, v = self.key_value(x_kv)
         return self.attend(self.query(x_q), k, v, mask, dropout_key)
 
-    def step(self, x: jax.Array, k_cache: jax.Array, v_cache: jax.Array, slots: jax.Array,
+    def step(self, x: jax.Array, k_cache: jax.Array, v_cache: jax.Array, mask: Mask,
              index: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
         """One decoding step of masked self-attention for the K hypotheses (beams) of each sentence.
 
         The cache is never reordered when beams are re-ranked. Beam slot j writes its key/value for position τ
-        at row τ·K + j (in place); ``slots[b, j, τ]`` names the slot holding hypothesis j's key/value at
-        position τ (its ancestry, kept by the beam search). So the K queries of a sentence attend over all T·K
-        rows of the sentence at once (one [K, T·K] matmul per head instead of K [1, T] ones), masked to their
-        own ancestry and to positions ≤ ``index``.
+        at row τ·K + j (in place). So the K queries of a sentence attend over all T·K rows of the sentence at
+        once (one [K, T·K] matmul per head instead of K [1, T] ones), masked (`beam_cache_mask`) to their own
+        ancestry, kept by the beam search, and to positions ≤ ``index``.
 
         Args:
           x: [B, K, D], the current position's input of each hypothesis.
           k_cache: [B, H, K_dim, T*K] (keys transposed, see `scaled_dot_product_attention`);
           v_cache: [B, H, T*K, V_dim] (T = max decode length).
-          slots: int32 [B, K, T], hypothesis j's slot for each position (entry ``index`` must be j).
+          mask: bool [B, 1, K, T*K] from `beam_cache_mask`.
           index: int32 scalar, the current position.
         Returns:
           ([B, K, D], k_cache, v_cache) with each slot's key/value written at its row ``index``.
         """
-        batch, beams, length = slots.shape
+        beams = x.shape[1]
         k, v = self.key_value(x)  # [B, H, K, dim]: the K hypotheses are this step's "length" axis
         # Position-major rows (τ·K + j): this step's K entries are one contiguous block, written in place.
         k_cache = jax.lax.dynamic_update_slice_in_dim(k_cache, jnp.swapaxes(k, 2, 3).astype(k_cache.dtype),
                                                       index * beams, axis=3)
         v_cache = jax.lax.dynamic_update_slice_in_dim(v_cache, v.astype(v_cache.dtype), index * beams, axis=2)
-        own = slots[:, :, :, None] == jnp.arange(beams, dtype=slots.dtype)  # [B, Kq, T, Ks]
-        mask = own & (jnp.arange(length) <= index)[:, None]
-        mask = mask.reshape(batch, 1, beams, length * beams)
         return self.attend(self.query(x), k_cache, v_cache, mask, keys_transposed=True), k_cache, v_cache

@@ -113,18 +113,17 @@ class DecoderLayer(nnx.Module):
         return self.ffn_residual(y, lambda z: self.ffn(z, fold(dropout_key, 4)), fold(dropout_key, 5))
 
     def step(self, y: jax.Array, cross_kv: tuple[jax.Array, jax.Array], cross_mask: Mask,
-             kv_cache: tuple[jax.Array, jax.Array], slots: jax.Array,
+             kv_cache: tuple[jax.Array, jax.Array], self_mask: Mask,
              index: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
         """One cached decoding step for the K hypotheses of each sentence: y [B, K, D].
 
         Cross-attention K ([B, H, d_k, S]) and V were computed once per sentence and are shared by its K
-        hypotheses (K queries each);
-        ``slots`` is every hypothesis's ancestry in the self-attention cache (`MultiHeadAttention.step`).
+        hypotheses (K queries each); ``self_mask`` is `beam_cache_mask` of their ancestries.
         """
         new_kv = []
 
         def self_attend(z):
-            out, k, v = self.self_attention.step(z, *kv_cache, slots, index)
+            out, k, v = self.self_attention.step(z, *kv_cache, self_mask, index)
             new_kv.extend((k, v))
             return out
 

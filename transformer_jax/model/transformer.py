@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import ml_collections
 from flax import nnx
 
-from transformer_jax.model.attention import causal_mask, padding_mask
+from transformer_jax.model.attention import beam_cache_mask, causal_mask, padding_mask
 from transformer_jax.model.embedding import Embedding, PositionalEncoding
 from transformer_jax.model.dropout import dropout, fold
 from transformer_jax.model.layers import DecoderLayer, EncoderLayer, LayerNorm
@@ -162,9 +162,10 @@ class Transformer(nnx.Module):
         slots = cache["slots"].at[:, :, index].set(jnp.arange(beams, dtype=jnp.int32))  # each writes its own slot
         tokens = tokens.reshape(batch, beams)
         y = self.target_positions(self.embeddings()[1](tokens), jnp.broadcast_to(index, tokens.shape))
+        self_mask = beam_cache_mask(slots, index)  # the same for every layer
         new_kv = []
         for layer, cross_kv, kv in zip(self.decoder_layers, memory["cross_kv"], cache["kv"]):
-            y, layer_kv = layer.step(y, cross_kv, memory["mask"], kv, slots, index)
+            y, layer_kv = layer.step(y, cross_kv, memory["mask"], kv, self_mask, index)
             new_kv.append(layer_kv)
         logits = self.embeddings()[2].logits(self.decoder_norm(y) if self.pre_ln else y)  # [B, K, vocab]
         return logits.reshape(batch * beams, -1), {"kv": new_kv, "slots": slots, "index": index + 1}
