@@ -93,9 +93,11 @@ def _huge_like(key, x):
 
 
 def _sdpa(q, k, v, mask):
-    """scaled_dot_product_attention on [B, L, H, K] inputs (the library is heads-major: [B, H, L, K])."""
-    t = lambda x: x.transpose(0, 2, 1, 3)
-    return t(scaled_dot_product_attention(t(q), t(k), t(v), mask))
+    """scaled_dot_product_attention on [B, L, H, K] inputs, also checked against the decoding caches' layout."""
+    out = scaled_dot_product_attention(q, k, v, mask)
+    cached = scaled_dot_product_attention(q, *MultiHeadAttention.cache_layout(k, v), mask, cached=True)
+    assert_close(cached, out, atol=1e-6)
+    return out
 
 
 def test_padding_masked_keys_get_exactly_zero_weight():
@@ -180,8 +182,8 @@ def test_multi_head_differs_from_one_head_split_into_column_blocks():
     # Sanity of the construction: the single head's logits are the sum of the h heads' logits.
     q_m, (k_m, _) = multi.query(x), multi.key_value(x)
     q_s, (k_s, _) = single.query(x), single.key_value(x)
-    per_head = jnp.einsum("bhlk,bhsk->bhls", q_m, k_m) / math.sqrt(d // h)
-    summed = jnp.einsum("bhlk,bhsk->bhls", q_s, k_s) / math.sqrt(d)
+    per_head = jnp.einsum("blhk,bshk->bhls", q_m, k_m) / math.sqrt(d // h)
+    summed = jnp.einsum("blhk,bshk->bhls", q_s, k_s) / math.sqrt(d)
     assert_close(summed[:, 0], per_head.sum(1), atol=1e-4)
 
     out_multi, out_single = multi(x, x, mask), single(x, x, mask)

@@ -1,8 +1,10 @@
 """Scaled dot-product and multi-head attention (§3.2), with padding/causal masks and a KV cache.
 
 Shapes use B = batch, L = query length, S = key length, H = heads (h), K = d_k, V = d_v, D = d_model.
-Queries, keys and values are heads-major ([B, H, L, K]) so the per-head matmuls and the decoding cache need no
-transposes (a [B, S, H, K] cache cost a full transpose per layer and step on CPU).
+Queries, keys and values are tokens-major ([B, L, H, K]): the projection's matmul writes them that way, and the
+per-head einsums read them as they are. (Heads-major [B, H, L, K] cost a transpose of every projection's input
+and output in training on CPU — a 9% slower base step.) The decoding caches are heads-major, keys transposed
+([B, H, K, S]): a few queries per step read those fastest.
 """
 
 import jax
@@ -10,6 +12,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from transformer_jax.model.dropout import dropout
+from transformer_jax.model.linear import linear
 from transformer_jax.model.params import dense_param, zeros_param
 
 Mask = jax.Array  # bool [B, 1, L, S]: True where a query may attend to a key.
@@ -52,7 +55,7 @@ def beam_cache_mask(slots: jax.Array, index: jax.Array) -> Mask:
 
 def scaled_dot_product_attention(
     q: jax.Array, k: jax.Array, v: jax.Array, mask: Mask | None, dropout_rate: float = 0.0,
-    dropout_key: jax.Array | None = None, keys_transposed: bool = False,
+    dropout_key: jax.Array | None = None, cached: bool = False,
 ) -> jax.Array:
     """§3.2.1: softmax(Q Kᵀ / √d_k) V, per head.
 
@@ -60,22 +63,23 @@ def scaled_dot_product_attention(
     (also for fully masked query rows, e.g. padding queries). Logits and softmax are computed in float32.
 
     Args:
-      q: [B, H, L, K]; k: [B, H, S, K], or [B, H, K, S] with ``keys_transposed`` (the decoding caches: with a
-        few queries per sentence, XLA's CPU dot is ~3× faster when the keys' S axis is the contiguous one);
-      v: [B, H, S, V]; mask: bool broadcastable to [B, H, L, S].
+      q: [B, L, H, K]; k: [B, S, H, K] and v: [B, S, H, V], or with ``cached`` the decoding caches' layout
+        k: [B, H, K, S] and v: [B, H, S, V] (`MultiHeadAttention.cache_layout`); mask: bool broadcastable to
+        [B, H, L, S].
     Returns:
-      [B, H, L, V] in v's dtype.
+      [B, L, H, V] in v's dtype.
     """
     d_k = q.shape[-1]
-    spec = "bhlk,bhks->bhls" if keys_transposed else "bhlk,bhsk->bhls"
-    logits = jnp.einsum(spec, q, k, preferred_element_type=jnp.float32) / jnp.sqrt(d_k).astype(jnp.float32)
+    k_spec, v_spec = ("bhks", "bhsv") if cached else ("bshk", "bshv")
+    logits = jnp.einsum(f"blhk,{k_spec}->bhls", q, k, preferred_element_type=jnp.float32)
+    logits = logits / jnp.sqrt(d_k).astype(jnp.float32)
     if mask is not None:
         logits = jnp.where(mask, logits, jnp.finfo(jnp.float32).min)
     weights = jax.nn.softmax(logits, axis=-1)
     if mask is not None:
         weights = jnp.where(mask, weights, 0.0)  # exactly 0, even where a whole row is masked
     weights = dropout(weights, dropout_rate, dropout_key)
-    return jnp.einsum("bhls,bhsv->bhlv", weights.astype(v.dtype), v)
+    return jnp.einsum(f"bhls,{v_spec}->blhv", weights.astype(v.dtype), v)
 
 
 class MultiHeadAttention(nnx.Module):
@@ -101,26 +105,32 @@ class MultiHeadAttention(nnx.Module):
             self.b_o = zeros_param((d_model,), ("embed",))
 
     def _project(self, x: jax.Array, w: nnx.Param, b: nnx.Param | None) -> jax.Array:
-        y = jnp.einsum("bld,dhk->bhlk", x.astype(self.dtype), w[...].astype(self.dtype))
-        return y + b[...].astype(self.dtype)[None, :, None, :] if b is not None else y
+        return linear(x, w[...], b[...] if b is not None else None, dtype=self.dtype)
 
     def query(self, x: jax.Array) -> jax.Array:
-        """[B, L, D] → Q [B, H, L, K]."""
+        """[B, L, D] → Q [B, L, H, K]."""
         return self._project(x, self.w_q, self.b_q if self.use_bias else None)
 
     def key_value(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """[B, S, D] → K [B, H, S, K], V [B, H, S, V] (cached once per sentence for cross-attention)."""
+        """[B, S, D] → K [B, S, H, K], V [B, S, H, V]."""
         k = self._project(x, self.w_k, self.b_k if self.use_bias else None)
         v = self._project(x, self.w_v, self.b_v if self.use_bias else None)
         return k, v
 
+    @staticmethod
+    def cache_layout(k: jax.Array, v: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """K [B, S, H, K], V [B, S, H, V] → the decoding caches' K [B, H, K, S] (transposed), V [B, H, S, V]."""
+        return jnp.transpose(k, (0, 2, 3, 1)), jnp.swapaxes(v, 1, 2)
+
+    def cached_key_value(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Cross-attention K/V of a sentence in the caches' layout (computed once per sentence when decoding)."""
+        return self.cache_layout(*self.key_value(x))
+
     def attend(self, q: jax.Array, k: jax.Array, v: jax.Array, mask: Mask | None,
-               dropout_key: jax.Array | None = None, keys_transposed: bool = False) -> jax.Array:
-        """Attention over given K/V (K as [B, H, K, S] with ``keys_transposed``), then W^O: returns [B, L, D]."""
-        heads = scaled_dot_product_attention(q, k, v, mask, self.dropout_rate, dropout_key,
-                                             keys_transposed)  # [B, H, L, V]
-        out = jnp.einsum("bhlv,hvd->bld", heads, self.w_o[...].astype(self.dtype))
-        return out + self.b_o[...].astype(self.dtype) if self.use_bias else out
+               dropout_key: jax.Array | None = None, cached: bool = False) -> jax.Array:
+        """Attention over given K/V (in the caches' layout with ``cached``), then W^O: returns [B, L, D]."""
+        heads = scaled_dot_product_attention(q, k, v, mask, self.dropout_rate, dropout_key, cached)  # [B, L, H, V]
+        return linear(heads, self.w_o[...], self.b_o[...] if self.use_bias else None, axes=2, dtype=self.dtype)
 
     def __call__(self, x_q: jax.Array, x_kv: jax.Array, mask: Mask | None,
                  dropout_key: jax.Array | None = None) -> jax.Array:
@@ -139,7 +149,7 @@ class MultiHeadAttention(nnx.Module):
 
         Args:
           x: [B, K, D], the current position's input of each hypothesis.
-          k_cache: [B, H, K_dim, T*K] (keys transposed, see `scaled_dot_product_attention`);
+          k_cache: [B, H, K_dim, T*K] (keys transposed, see `cache_layout`);
           v_cache: [B, H, T*K, V_dim] (T = max decode length).
           mask: bool [B, 1, K, T*K] from `beam_cache_mask`.
           index: int32 scalar, the current position.
@@ -147,9 +157,8 @@ class MultiHeadAttention(nnx.Module):
           ([B, K, D], k_cache, v_cache) with each slot's key/value written at its row ``index``.
         """
         beams = x.shape[1]
-        k, v = self.key_value(x)  # [B, H, K, dim]: the K hypotheses are this step's "length" axis
+        k, v = self.cached_key_value(x)  # the K hypotheses are this step's "length" axis
         # Position-major rows (τ·K + j): this step's K entries are one contiguous block, written in place.
-        k_cache = jax.lax.dynamic_update_slice_in_dim(k_cache, jnp.swapaxes(k, 2, 3).astype(k_cache.dtype),
-                                                      index * beams, axis=3)
+        k_cache = jax.lax.dynamic_update_slice_in_dim(k_cache, k.astype(k_cache.dtype), index * beams, axis=3)
         v_cache = jax.lax.dynamic_update_slice_in_dim(v_cache, v.astype(v_cache.dtype), index * beams, axis=2)
-        return self.attend(self.query(x), k_cache, v_cache, mask, keys_transposed=True), k_cache, v_cache
+        return self.attend(self.query(x), k_cache, v_cache, mask, cached=True), k_cache, v_cache

@@ -12,6 +12,7 @@ from flax import nnx
 
 from transformer_jax.model.attention import Mask, MultiHeadAttention
 from transformer_jax.model.dropout import dropout, fold
+from transformer_jax.model.linear import linear
 from transformer_jax.model.params import dense_param, ones_param, zeros_param
 
 
@@ -44,11 +45,9 @@ class FeedForward(nnx.Module):
             self.b_2 = zeros_param((d_model,), ("embed",))
 
     def __call__(self, x: jax.Array, dropout_key: jax.Array | None = None) -> jax.Array:
-        h = jnp.einsum("bld,df->blf", x.astype(self.dtype), self.w_1[...].astype(self.dtype))
-        h = jax.nn.relu(h + self.b_1[...].astype(self.dtype) if self.use_bias else h)
+        h = jax.nn.relu(linear(x, self.w_1[...], self.b_1[...] if self.use_bias else None, dtype=self.dtype))
         h = dropout(h, self.relu_dropout_rate, dropout_key)
-        y = jnp.einsum("blf,fd->bld", h, self.w_2[...].astype(self.dtype))
-        return y + self.b_2[...].astype(self.dtype) if self.use_bias else y
+        return linear(h, self.w_2[...], self.b_2[...] if self.use_bias else None, dtype=self.dtype)
 
 
 class Residual(nnx.Module):
@@ -130,5 +129,5 @@ class DecoderLayer(nnx.Module):
         y = self.self_attention_residual(y, self_attend, None)
         y = self.cross_attention_residual(
             y, lambda z: self.cross_attention.attend(self.cross_attention.query(z), *cross_kv, cross_mask,
-                                                     keys_transposed=True), None)
+                                                     cached=True), None)
         return self.ffn_residual(y, self.ffn, None), tuple(new_kv)

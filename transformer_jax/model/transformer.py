@@ -124,8 +124,7 @@ class Transformer(nnx.Module):
         They are shared by the sentence's beams (never tiled to B·K): the K hypotheses are K queries. Keys are
         stored transposed ([B, H, d_k, S]), the layout XLA's CPU dot reads fastest for a few queries.
         """
-        cross_kv = [(jnp.swapaxes(k, 2, 3), v) for k, v in
-                    (layer.cross_attention.key_value(memory) for layer in self.decoder_layers)]
+        cross_kv = [layer.cross_attention.cached_key_value(memory) for layer in self.decoder_layers]
         return {"cross_kv": cross_kv, "mask": padding_mask(jnp.ones((inputs.shape[0], 1), jnp.int32),
                                                            (inputs != 0).astype(jnp.int32))}
 
