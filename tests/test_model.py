@@ -14,13 +14,13 @@ import pytest
 from flax import nnx
 
 from configs import demo, table3
+from transformer_jax.decode.beam_search import beam_search
 from transformer_jax.model.attention import (
     MultiHeadAttention,
     causal_mask,
     padding_mask,
     scaled_dot_product_attention,
 )
-from transformer_jax.decode.beam_search import beam_search
 from transformer_jax.model.dropout import dropout, keep_threshold
 from transformer_jax.model.embedding import sinusoidal_table
 from transformer_jax.model.layers import EncoderLayer, LayerNorm

@@ -19,8 +19,8 @@ import ml_collections
 from flax import nnx
 
 from transformer_jax.model.attention import beam_cache_mask, causal_mask, padding_mask
-from transformer_jax.model.embedding import Embedding, PositionalEncoding
 from transformer_jax.model.dropout import dropout, fold
+from transformer_jax.model.embedding import Embedding, PositionalEncoding
 from transformer_jax.model.layers import DecoderLayer, EncoderLayer, LayerNorm
 
 START_ID = 0  # the decoder's first input (PAD): see the module docstring.
