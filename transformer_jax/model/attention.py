@@ -70,16 +70,19 @@ def scaled_dot_product_attention(
       [B, L, H, V] in v's dtype.
     """
     d_k = q.shape[-1]
-    k_spec, v_spec = ("bhks", "bhsv") if cached else ("bshk", "bshv")
-    logits = jnp.einsum(f"blhk,{k_spec}->bhls", q, k, preferred_element_type=jnp.float32)
-    logits = logits / jnp.sqrt(d_k).astype(jnp.float32)
+    if cached:  # a few queries against long caches: move the queries, never the cache
+        q = jnp.swapaxes(q, 1, 2)
+    spec = "bhlk,bhks->bhls" if cached else "blhk,bshk->bhls"
+    logits = jnp.einsum(spec, q, k, preferred_element_type=jnp.float32) / jnp.sqrt(d_k).astype(jnp.float32)
     if mask is not None:
         logits = jnp.where(mask, logits, jnp.finfo(jnp.float32).min)
     weights = jax.nn.softmax(logits, axis=-1)
     if mask is not None:
         weights = jnp.where(mask, weights, 0.0)  # exactly 0, even where a whole row is masked
     weights = dropout(weights, dropout_rate, dropout_key)
-    return jnp.einsum(f"bhls,{v_spec}->blhv", weights.astype(v.dtype), v)
+    if cached:
+        return jnp.swapaxes(jnp.einsum("bhls,bhsv->bhlv", weights.astype(v.dtype), v), 1, 2)
+    return jnp.einsum("bhls,bshv->blhv", weights.astype(v.dtype), v)
 
 
 class MultiHeadAttention(nnx.Module):
