@@ -17,3 +17,6 @@ WORKDIR = flags.DEFINE_string("workdir", None, "Run folder: config.json, vocab.m
 JSON = flags.DEFINE_bool("json", False, "Print the result as one JSON object (the last line printed).")
 CHECKPOINT = flags.DEFINE_string(
     "checkpoint", "latest", "Which checkpoint to restore: latest, a step number, or avgN (average of the last N).")
+EVAL_CHECKPOINT = flags.DEFINE_string(
+    "eval_checkpoint", "latest", "train/sweep: checkpoint scored after training: latest, a step, or avgN (§6.1: "
+    "avg5 for base, avg20 for big).")

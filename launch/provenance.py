@@ -47,7 +47,7 @@ def machine(devices: bool = True) -> dict:
 def record(command: list[str] | None = None, devices: bool = True) -> dict:
     """One provenance record: time, commit, machine and the command (default: this process's command line)."""
     command = command or [os.path.basename(sys.argv[0]), *sys.argv[1:]]
-    return {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    return {"time": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "commit": git_commit(), "machine": machine(devices), "command": shlex.join(command)}
 
 

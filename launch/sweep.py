@@ -9,6 +9,7 @@ Each row runs in ``<workdir>/<row>`` as ``transformer-jax train --config=configs
 the --config.x.y overrides given here), so every launcher trains exactly the config printed by --launcher=print.
 ``local`` trains the rows one after another in this process, skipping finished rows (last checkpoint at num_steps
 and eval_test.json written) and resuming a half-finished one; then `transformer-jax compare <workdir>/*`.
+``--eval_checkpoint=avg5`` scores each row with the average of its last 5 checkpoints (§6.1) instead of the latest.
 """
 
 import dataclasses
@@ -24,7 +25,7 @@ from absl import flags
 
 from experiments import EXPERIMENTS, Experiment, base_name, get_experiment, resolve
 from launch import cluster, logs
-from launch.flags import WORKDIR
+from launch.flags import EVAL_CHECKPOINT, WORKDIR
 
 LAUNCHERS = ("local", "slurm", "tpu", "print")
 
@@ -82,10 +83,11 @@ def override_args(overrides: Mapping[str, Any]) -> list[str]:
 
 
 def train_argv(experiment: Experiment, row: str, base: str, workdir: str,
-               overrides: Mapping[str, Any] | None = None) -> list[str]:
+               overrides: Mapping[str, Any] | None = None, eval_checkpoint: str = "latest") -> list[str]:
     """The `transformer-jax train` command (as argv) that trains ``row`` of ``experiment`` on base ``base``."""
     config = f"{_cli_path(experiment.config_file)}:{experiment.config_arg(row, base)}"
-    return [COMMAND, "train", f"--config={config}", f"--workdir={os.path.join(workdir, row)}",
+    scored = [] if eval_checkpoint == "latest" else [f"--eval_checkpoint={eval_checkpoint}"]
+    return [COMMAND, "train", f"--config={config}", f"--workdir={os.path.join(workdir, row)}", *scored,
             *override_args(overrides or {})]
 
 
@@ -127,7 +129,8 @@ def flag_overrides() -> dict[str, Any]:
     return dict(flags.FLAGS["config"].override_values)
 
 
-def run_local(configs: dict, workdir: str, commands: dict[str, list[str]]) -> dict[str, str]:
+def run_local(configs: dict, workdir: str, commands: dict[str, list[str]],
+              eval_checkpoint: str = "latest") -> dict[str, str]:
     """Trains and evaluates each row in turn (skipping finished rows); returns {row: error} for failed rows."""
     from launch.train import run_training  # imported here: the other launchers need no JAX
     from transformer_jax.evaluate.report import is_finished
@@ -140,7 +143,7 @@ def run_local(configs: dict, workdir: str, commands: dict[str, list[str]]) -> di
             continue
         print(f"[{i}/{len(configs)}] {row}: training in {rundir}", flush=True)
         try:
-            summary = run_training(config, rundir, ("dev", "test"), "latest", command=commands[row])
+            summary = run_training(config, rundir, ("dev", "test"), eval_checkpoint, command=commands[row])
         except Exception as e:  # one failed row (a NaN loss, a config clash) must not stop the sweep
             logger.exception("Row %s failed", row)
             failed[row] = f"{type(e).__name__}: {e}"
@@ -159,7 +162,8 @@ def main(argv: list[str]) -> None:
         base = base_name(experiment, BASE.value)
         overrides = flag_overrides()
         configs = resolve(experiment, base, ROWS.value, overrides)
-        commands = {row: train_argv(experiment, row, base, WORKDIR.value, overrides) for row in configs}
+        commands = {row: train_argv(experiment, row, base, WORKDIR.value, overrides, EVAL_CHECKPOINT.value)
+                    for row in configs}
     except (ValueError, TypeError) as e:
         sys.exit(f"transformer-jax sweep: {e}")
     workdir, launcher = WORKDIR.value, LAUNCHER.value
@@ -184,7 +188,7 @@ def main(argv: list[str]) -> None:
     else:
         logs.setup()
         cluster.maybe_initialize()
-        failed = run_local(configs, workdir, commands)
+        failed = run_local(configs, workdir, commands, EVAL_CHECKPOINT.value)
         if failed:
             sys.exit("transformer-jax sweep: rows failed: " + "; ".join(f"{r}: {e}" for r, e in failed.items()))
         print(f"All {len(configs)} rows done; compare them with: transformer-jax compare {shlex.quote(workdir)}/*")

@@ -14,7 +14,7 @@ import ml_collections
 from absl import flags
 
 from launch import cluster, logs, provenance
-from launch.flags import CONFIG, JSON, WORKDIR
+from launch.flags import CONFIG, EVAL_CHECKPOINT, JSON, WORKDIR
 from transformer_jax.data import pipeline
 from transformer_jax.decode.restore import restore_run
 from transformer_jax.evaluate.evaluation import dev_bleu_hook, evaluate_split
@@ -23,8 +23,6 @@ from transformer_jax.train.trainer import train
 
 EVAL_SPLITS = flags.DEFINE_list("eval_splits", ["dev", "test"],
                                 "Splits translated and scored after training (empty: none).")
-EVAL_CHECKPOINT = flags.DEFINE_string(
-    "eval_checkpoint", "latest", "Checkpoint scored after training: latest, a step, or avgN.")
 NUM_SAMPLES = flags.DEFINE_integer("num_samples", 3, "Sample translations printed after training.")
 
 

@@ -191,6 +191,14 @@ def test_printed_command_rebuilds_the_in_process_config(in_repo, base, overrides
         assert cli_config(argv).to_dict() == config.to_dict(), row
 
 
+def test_eval_checkpoint_reaches_every_launcher(in_repo):
+    """`sweep --eval_checkpoint=avg5` puts the flag in each row's train command (Slurm, TPU and print run it)."""
+    assert "--eval_checkpoint" not in " ".join(sweep.train_argv(TABLE3, "B1", "base", "runs/x"))
+    argv = sweep.train_argv(TABLE3, "B1", "base", "runs/x", {"train.num_steps": 5}, "avg5")
+    assert argv[4:] == ["--eval_checkpoint=avg5", "--config.train.num_steps=5"]
+    assert cli_config(argv).train.num_steps == 5
+
+
 def test_every_sweep_flag_has_help():
     names = [f.name for f in flags.FLAGS.get_key_flags_for_module(sweep)]
     assert {"experiment", "rows", "base", "launcher", "slurm_nodes", "slurm_gpus_per_node", "slurm_time",
@@ -264,9 +272,9 @@ def test_cli_errors_are_one_clear_line(args, message):
 def test_local_sweep_two_rows_end_to_end(in_repo, tmp_path, capsys):
     """`sweep --base=tiny --rows=base,D1` (5 steps each): trained, scored, skipped when run again, compared."""
     workdir = str(tmp_path / "table3")
-    overrides = {"train.num_steps": 5, "decode.batch_size": 32}
-    proc = cli("--base=tiny", "--rows=base,D1", f"--workdir={workdir}", *sweep.override_args(overrides),
-               env=compilation_cache(tmp_path))
+    overrides = {"train.num_steps": 5, "decode.batch_size": 32, "train.checkpoint_every_steps": 2}
+    proc = cli("--base=tiny", "--rows=base,D1", f"--workdir={workdir}", "--eval_checkpoint=avg2",
+               *sweep.override_args(overrides), env=compilation_cache(tmp_path))
     assert proc.returncode == 0, proc.stderr
     summaries = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert [(s["row"], s["step"]) for s in summaries] == [("base", 5), ("D1", 5)]
@@ -281,7 +289,9 @@ def test_local_sweep_two_rows_end_to_end(in_repo, tmp_path, capsys):
         assert saved == json.loads(cli_config(sweep.train_argv(TABLE3, row, "tiny", workdir, overrides))
                                    .to_json_best_effort())
         (start,) = provenance.read(rundir)  # the row's own train command, with the commit and the machine
-        assert start["command"] == shlex.join(sweep.train_argv(TABLE3, row, "tiny", workdir, overrides))
+        assert start["command"] == shlex.join(sweep.train_argv(TABLE3, row, "tiny", workdir, overrides, "avg2"))
+        with open(os.path.join(rundir, "eval_test.json")) as f:  # scored with the mean of steps 4 and 5 (§6.1)
+            assert json.load(f)["checkpoint"] == "avg2 (steps 4, 5)"
         assert start["machine"]["cpu_count"] >= 1 and "devices" in start["machine"]
     assert sweep.run_local(configs, workdir, {}) == {}  # finished rows are skipped (no training, no JAX)
     assert capsys.readouterr().out.count("finished, skipping") == 2
