@@ -8,6 +8,8 @@ single machine.
 
 import logging
 import os
+import signal
+import sys
 
 import jax
 from absl import flags
@@ -15,6 +17,8 @@ from absl import flags
 COORDINATOR = flags.DEFINE_string("coordinator_address", None, "host:port of process 0 (multi-host runs).")
 NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Number of processes (multi-host runs).")
 PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index (multi-host runs).")
+PREEMPTED_EXIT_STATUS = 128 + signal.SIGTERM  # how shells report a process stopped by SIGTERM
+
 CPU_COLLECTIVES = flags.DEFINE_string(
     "cpu_collectives", "gloo", "CPU collectives implementation for multi-process CPU runs (gloo or mpi).")
 
@@ -37,3 +41,9 @@ def maybe_initialize() -> None:
         return
     logging.getLogger(__name__).info("Process %d of %d; %d local / %d global devices", jax.process_index(), jax.process_count(),
                  jax.local_device_count(), jax.device_count())
+
+
+def exit_preempted(command: str, error: Exception) -> None:
+    """Ends a command stopped by SIGTERM (train/preemption.py: its checkpoint is saved) with status 143."""
+    print(f"transformer-jax {command}: {error}", file=sys.stderr)
+    sys.exit(PREEMPTED_EXIT_STATUS)

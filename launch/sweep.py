@@ -26,6 +26,7 @@ from absl import flags
 from experiments import EXPERIMENTS, Experiment, base_name, get_experiment, resolve
 from launch import cluster, logs
 from launch.flags import EVAL_CHECKPOINT, WORKDIR
+from transformer_jax.train.preemption import Preempted
 
 LAUNCHERS = ("local", "slurm", "tpu", "print")
 
@@ -103,7 +104,9 @@ def slurm_script(argv: list[str], experiment: Experiment, row: str, workdir: str
              f"#SBATCH --ntasks-per-node={options.gpus_per_node}",
              f"#SBATCH --time={options.time}",
              f"#SBATCH --output={log}",
-             f"#SBATCH --chdir={os.getcwd()}"]
+             f"#SBATCH --chdir={os.getcwd()}",
+             "# 2 minutes before the time limit every task gets SIGTERM: it saves a checkpoint and stops.",
+             "#SBATCH --signal=TERM@120"]
     if options.partition:
         lines.append(f"#SBATCH --partition={options.partition}")
     lines += ["", "set -eo pipefail"]
@@ -132,7 +135,7 @@ def flag_overrides() -> dict[str, Any]:
 def run_local(configs: dict, workdir: str, commands: dict[str, list[str]],
               eval_checkpoint: str = "latest") -> dict[str, str]:
     """Trains and evaluates each row in turn (skipping finished rows); returns {row: error} for failed rows."""
-    from launch.train import run_training  # imported here: the other launchers need no JAX
+    from launch.train import run_training  # imported here: the other launchers need no model code
     from transformer_jax.evaluate.report import is_finished
 
     failed = {}
@@ -144,6 +147,8 @@ def run_local(configs: dict, workdir: str, commands: dict[str, list[str]],
         print(f"[{i}/{len(configs)}] {row}: training in {rundir}", flush=True)
         try:
             summary = run_training(config, rundir, ("dev", "test"), eval_checkpoint, command=commands[row])
+        except Preempted:  # SIGTERM stops the whole sweep; the row resumes when the sweep is run again
+            raise
         except Exception as e:  # one failed row (a NaN loss, a config clash) must not stop the sweep
             logger.exception("Row %s failed", row)
             failed[row] = f"{type(e).__name__}: {e}"
@@ -188,7 +193,10 @@ def main(argv: list[str]) -> None:
     else:
         logs.setup()
         cluster.maybe_initialize()
-        failed = run_local(configs, workdir, commands, EVAL_CHECKPOINT.value)
+        try:
+            failed = run_local(configs, workdir, commands, EVAL_CHECKPOINT.value)
+        except Preempted as e:
+            cluster.exit_preempted("sweep", e)
         if failed:
             sys.exit("transformer-jax sweep: rows failed: " + "; ".join(f"{r}: {e}" for r, e in failed.items()))
         print(f"All {len(configs)} rows done; compare them with: transformer-jax compare {shlex.quote(workdir)}/*")

@@ -3,7 +3,8 @@
     transformer-jax train                                        # CPU demo on the built-in synthetic corpus
     transformer-jax train --config=configs/table3.py:B1 --workdir=runs/B1 --config.train.num_steps=50000
 
-Running it again on the same --workdir resumes from the latest checkpoint.
+Running it again on the same --workdir resumes from the latest checkpoint. A SIGTERM (preemption, a Slurm time
+limit) saves a checkpoint at the next step and exits with status 143.
 """
 
 import json
@@ -19,6 +20,7 @@ from transformer_jax.data import pipeline
 from transformer_jax.decode.restore import restore_run
 from transformer_jax.evaluate.evaluation import dev_bleu_hook, evaluate_split
 from transformer_jax.train import sharding
+from transformer_jax.train.preemption import Preempted
 from transformer_jax.train.trainer import train
 
 EVAL_SPLITS = flags.DEFINE_list("eval_splits", ["dev", "test"],
@@ -70,6 +72,9 @@ def main(argv: list[str]) -> None:
     cluster.maybe_initialize()
     config = CONFIG.value
     workdir = WORKDIR.value or os.path.join("runs", config.name.replace("/", "_"))
-    summary = run_training(config, workdir, EVAL_SPLITS.value, EVAL_CHECKPOINT.value,
-                           on_eval=None if JSON.value else _print_eval)
+    try:
+        summary = run_training(config, workdir, EVAL_SPLITS.value, EVAL_CHECKPOINT.value,
+                               on_eval=None if JSON.value else _print_eval)
+    except Preempted as e:  # a SIGTERM (preemption, a Slurm time limit): the checkpoint is saved
+        cluster.exit_preempted("train", e)
     print(json.dumps(summary))

@@ -318,3 +318,15 @@ def test_local_sweep_resumes_a_half_finished_row(tmp_path):
     assert steps == sorted(steps) and steps[-1] == 20
     again = cli("--base=tiny", "--rows=C4,D3", f"--workdir={workdir}")
     assert again.returncode == 0 and again.stdout.count("finished, skipping") == 2
+
+
+def test_preempted_commands_exit_143(capsys):
+    """`train` and `sweep` stopped by SIGTERM (checkpoint saved) exit as a shell reports SIGTERM, with one line."""
+    from launch import cluster
+    from transformer_jax.train.preemption import Preempted
+
+    with pytest.raises(SystemExit) as exit_info:
+        cluster.exit_preempted("sweep", Preempted(1234))
+    assert exit_info.value.code == 143
+    assert capsys.readouterr().err == ("transformer-jax sweep: stopped by SIGTERM after step 1234; its checkpoint "
+                                       "is saved — run the same command again to resume\n")

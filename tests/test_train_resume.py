@@ -1,6 +1,6 @@
 """Exact restarts (DESIGN.md "Contracts"): a run killed with SIGKILL and restarted ends bit-identical to one that
-was never interrupted; the data position travels with each checkpoint; a non-finite loss stops the run by name
-and leaves the last good checkpoint intact.
+was never interrupted; a SIGTERM saves the step reached and stops; the data position travels with each
+checkpoint; a non-finite loss stops the run by name and leaves the last good checkpoint intact.
 
 The killed run and its references are ``trainer.train`` on the tiny synthetic config in subprocesses
 (tests/scripts/train_tiny.py), so they can be killed; the checks restore their checkpoints here on one device.
@@ -131,6 +131,36 @@ def test_killed_run_resumes_bit_identical(tmp_path):
 
     # The iterator position saved with a checkpoint is the one the training iterator had after that many steps.
     check_data_state_in_checkpoint(reference_dir, step=KILL_AFTER_CHECKPOINT)
+
+
+def test_sigterm_saves_the_step_reached_stops_and_resumes(tmp_path):
+    """A SIGTERM (preemption, a Slurm time limit) saves a checkpoint at the very step the run reached — between the
+    every-4-steps saves — and stops with Preempted; the same command then resumes from that step."""
+    workdir, env = tmp_path / "preempted", cached_compiles_env(tmp_path / "jax_cache")
+    num_steps = tiny.resume_config().train.num_steps
+    victim = subprocess.Popen(train_cmd(workdir, pace_s=0.15), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True, env=env)
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while max(metrics_by_step(workdir), default=0) < 5:  # logged every step: signal mid-way, off the schedule
+            assert victim.poll() is None, "the run ended before the signal"
+            assert time.monotonic() < deadline, "the run made no progress"
+            time.sleep(0.02)
+        victim.send_signal(signal.SIGTERM)
+        _, log = victim.communicate(timeout=TIMEOUT_S)
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+            victim.wait()
+    assert victim.returncode == 1, log[-3000:]  # the script lets Preempted propagate (the CLI exits with 143)
+    match = re.search(r"Preempted: stopped by SIGTERM after step (\d+); its checkpoint is saved", log)
+    assert match, log[-3000:]
+    stopped = int(match.group(1))
+    assert 5 <= stopped < num_steps
+    assert checkpoint_steps(workdir)[-1] == stopped  # complete (renamed by orbax), whatever the schedule said
+    assert max(metrics_by_step(workdir)) == stopped  # the step reached was logged; nothing after it ran
+    assert f"Resumed from step {stopped}" in run_to_end(train_cmd(workdir), env)
+    assert checkpoint_steps(workdir)[-1] == num_steps
 
 
 def check_data_state_in_checkpoint(workdir: Path, step: int) -> None:

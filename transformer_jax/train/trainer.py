@@ -2,6 +2,7 @@
 
 Running :func:`train` on a workdir that already holds checkpoints resumes from the latest one, with the same
 parameters, optimizer state, step, RNG and data position, so the result equals an uninterrupted run.
+A SIGTERM saves a checkpoint at the next step and raises :class:`Preempted` (train/preemption.py).
 This module logs (absl/python logging) and draws a progress bar on stderr; it prints nothing to stdout.
 """
 
@@ -20,6 +21,7 @@ from transformer_jax.data import pipeline
 from transformer_jax.train import sharding
 from transformer_jax.train.checkpoint import Checkpointer
 from transformer_jax.train.metrics import MetricsWriter
+from transformer_jax.train.preemption import Preempted, PreemptionWatch
 from transformer_jax.train.step import BATCH_KEYS, Setup, init_state, make_eval_step, make_setup, make_train_step
 
 logger = logging.getLogger(__name__)
@@ -104,6 +106,8 @@ def train(config: ml_collections.ConfigDict, workdir: str, *, progress: bool = T
       stop_after: stop after this many steps of this call (for tests of interrupted runs).
     Returns:
       The last logged metrics.
+    Raises:
+      Preempted: after a SIGTERM, once the checkpoint of the step reached is complete.
     """
     t = config.train
     save_config(config, workdir)
@@ -120,7 +124,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, *, progress: bool = T
                                 every_minutes=t.checkpoint_every_minutes)
     writer = MetricsWriter(workdir)
     try:
-        with jax.set_mesh(mesh):
+        with jax.set_mesh(mesh), PreemptionWatch() as watch:
             train_step, eval_step = make_train_step(setup), make_eval_step(setup)
             latest = checkpointer.latest_step()
             if latest is not None:
@@ -131,7 +135,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, *, progress: bool = T
                 state = init_state(setup)
             step = int(state["step"])
             last = _loop(setup, config, state, step, batches, train_step, eval_step, dev_batches, checkpointer,
-                         writer, progress, eval_hook, stop_after)
+                         writer, progress, eval_hook, stop_after, watch)
     finally:  # an interrupted run still completes the checkpoint in flight
         checkpointer.close()
         writer.close()
@@ -139,13 +143,13 @@ def train(config: ml_collections.ConfigDict, workdir: str, *, progress: bool = T
 
 
 def _loop(setup, config, state, step, batches, train_step, eval_step, dev_batches, checkpointer, writer,
-          progress, eval_hook, stop_after):
+          progress, eval_hook, stop_after, watch):
     t = config.train
     end = t.num_steps if stop_after is None else min(t.num_steps, step + stop_after)
     bar = tqdm(total=t.num_steps, initial=step, disable=not progress or jax.process_index() != 0,
                desc="train", unit="step", dynamic_ncols=True)
     throughput, pending, last, shapes_seen = _Throughput(), [], {}, set()
-    start_time = time.monotonic()
+    start_time, preempted = time.monotonic(), False
     while step < end:
         local = next(batches)
         shape = local["inputs"].shape
@@ -163,8 +167,9 @@ def _loop(setup, config, state, step, batches, train_step, eval_step, dev_batche
             writer.write(step, compile_time_s=compile_s, batch_rows=shape[0], batch_length=shape[1])
             throughput.exclude(compile_s)
         pending.append((step, metrics))
-        log_now = step % t.log_every_steps == 0 or step == end
-        save_now = checkpointer.due(step) or step == end
+        preempted = watch.reached(step)
+        log_now = step % t.log_every_steps == 0 or step == end or preempted
+        save_now = checkpointer.due(step) or step == end or preempted
         eval_now = t.eval_every_steps and (step % t.eval_every_steps == 0 or step == t.num_steps)
         if log_now or save_now or eval_now:
             values = _check_finite(pending)  # one host sync per log interval, not per step
@@ -192,8 +197,13 @@ def _loop(setup, config, state, step, batches, train_step, eval_step, dev_batche
         if save_now:
             checkpointer.save(step, state, batches.get_state())
         bar.update(1)
+        if preempted:
+            break
     bar.close()
     checkpointer.wait()
+    if preempted:
+        logger.warning("SIGTERM: saved the checkpoint of step %d in %s and stopped.", step, checkpointer.directory)
+        raise Preempted(step)
     last["step"] = step
     return last
 
