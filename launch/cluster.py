@@ -17,10 +17,10 @@ from absl import flags
 COORDINATOR = flags.DEFINE_string("coordinator_address", None, "host:port of process 0 (multi-host runs).")
 NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Number of processes (multi-host runs).")
 PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index (multi-host runs).")
-PREEMPTED_EXIT_STATUS = 128 + signal.SIGTERM  # how shells report a process stopped by SIGTERM
-
 CPU_COLLECTIVES = flags.DEFINE_string(
     "cpu_collectives", "gloo", "CPU collectives implementation for multi-process CPU runs (gloo or mpi).")
+
+PREEMPTED_EXIT_STATUS = 128 + signal.SIGTERM  # how shells report a process stopped by SIGTERM
 
 
 def _on_cluster() -> bool:
