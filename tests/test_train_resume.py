@@ -55,6 +55,28 @@ def run_to_end(cmd: list[str], env: dict[str, str]) -> str:
     return proc.stderr
 
 
+def signal_paced_run(workdir: Path, env: dict[str, str], ready, sig: int) -> tuple[int, str]:
+    """Starts a paced run in ``workdir``, sends it ``sig`` once ``ready()`` holds; returns (return code, stderr).
+
+    stderr goes to a file beside ``workdir`` (a pipe nobody reads while waiting could fill and stall the run)."""
+    log_path = workdir.parent / f"{workdir.name}.stderr"
+    with open(log_path, "w") as log_file:
+        victim = subprocess.Popen(train_cmd(workdir, pace_s=0.15), stdout=subprocess.DEVNULL, stderr=log_file, env=env)
+        try:
+            deadline = time.monotonic() + TIMEOUT_S
+            while not ready():
+                assert victim.poll() is None, "the run ended before the signal"
+                assert time.monotonic() < deadline, "the run did not get there"
+                time.sleep(0.02)
+            victim.send_signal(sig)
+            victim.wait(timeout=TIMEOUT_S)
+        finally:
+            if victim.poll() is None:
+                victim.kill()
+                victim.wait()
+    return victim.returncode, log_path.read_text()
+
+
 def checkpoint_steps(workdir: Path) -> list[int]:
     """Complete checkpoints: orbax writes into a temporary folder and renames it to the step number when done."""
     directory = workdir / "checkpoints"
@@ -83,21 +105,9 @@ def test_killed_run_resumes_bit_identical(tmp_path):
     num_steps = tiny.resume_config().train.num_steps
     run_to_end(train_cmd(reference_dir), env)
 
-    victim = subprocess.Popen(train_cmd(killed_dir, pace_s=0.15), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, env=env)
-    try:
-        deadline = time.monotonic() + TIMEOUT_S
-        while not any(s >= KILL_AFTER_CHECKPOINT for s in checkpoint_steps(killed_dir)):
-            assert victim.poll() is None, "the run to be killed ended early"
-            assert time.monotonic() < deadline, "no checkpoint appeared"
-            time.sleep(0.02)
-        victim.send_signal(signal.SIGKILL)
-        victim.wait(timeout=60)
-    finally:
-        if victim.poll() is None:
-            victim.kill()
-            victim.wait()
-    assert victim.returncode == -signal.SIGKILL
+    returncode, _ = signal_paced_run(
+        killed_dir, env, lambda: any(s >= KILL_AFTER_CHECKPOINT for s in checkpoint_steps(killed_dir)), signal.SIGKILL)
+    assert returncode == -signal.SIGKILL
     survived = checkpoint_steps(killed_dir)
     resume_step = survived[-1]
     assert KILL_AFTER_CHECKPOINT <= resume_step < num_steps, survived  # killed mid-way, not at the end
@@ -138,21 +148,10 @@ def test_sigterm_saves_the_step_reached_stops_and_resumes(tmp_path):
     every-4-steps saves — and stops with Preempted; the same command then resumes from that step."""
     workdir, env = tmp_path / "preempted", cached_compiles_env(tmp_path / "jax_cache")
     num_steps = tiny.resume_config().train.num_steps
-    victim = subprocess.Popen(train_cmd(workdir, pace_s=0.15), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              text=True, env=env)
-    try:
-        deadline = time.monotonic() + TIMEOUT_S
-        while max(metrics_by_step(workdir), default=0) < 5:  # logged every step: signal mid-way, off the schedule
-            assert victim.poll() is None, "the run ended before the signal"
-            assert time.monotonic() < deadline, "the run made no progress"
-            time.sleep(0.02)
-        victim.send_signal(signal.SIGTERM)
-        _, log = victim.communicate(timeout=TIMEOUT_S)
-    finally:
-        if victim.poll() is None:
-            victim.kill()
-            victim.wait()
-    assert victim.returncode == 1, log[-3000:]  # the script lets Preempted propagate (the CLI exits with 143)
+    # Logged every step: the signal comes mid-way, off the every-4-steps schedule.
+    returncode, log = signal_paced_run(workdir, env, lambda: max(metrics_by_step(workdir), default=0) >= 5,
+                                       signal.SIGTERM)
+    assert returncode == 1, log[-3000:]  # the script lets Preempted propagate (the CLI exits with 143)
     match = re.search(r"Preempted: stopped by SIGTERM after step (\d+); its checkpoint is saved", log)
     assert match, log[-3000:]
     stopped = int(match.group(1))
