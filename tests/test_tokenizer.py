@@ -1,17 +1,47 @@
-"""Tests for the shared SentencePiece vocabulary (§3.4, §5.1): fixed special ids, round trip, reuse, errors."""
+"""Tests for the shared SentencePiece vocabulary (§3.4, §5.1): fixed special ids, lossless round trip, reuse, errors."""
 
 import gzip
+import io
 from pathlib import Path
 
 import numpy as np
 import pytest
+import sentencepiece as spm
 
 from configs import base
 from transformer_jax.data import pipeline, synthetic
-from transformer_jax.data.sources import DataError
+from transformer_jax.data.sources import DataError, read_lines
 from transformer_jax.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, sample_sentences
 
 MULTI30K = Path(__file__).resolve().parents[1] / "../shared/data/multi30k"
+needs_multi30k = pytest.mark.skipif(not (MULTI30K / "train.en.gz").is_file(), reason="no local Multi30k copy")
+
+# Text that SentencePiece's defaults (nmt_nfkc, remove_extra_whitespaces) would change, and "▁" (its space symbol).
+TRICKY = [
+    "…",
+    "½",
+    "ﬁ",
+    "™",
+    "ＡＢＣ１２３",
+    "a\u00a0b",
+    "  two  leading and trailing  ",
+    "tab\there",
+    "e\u0301",
+    "\u00e9",
+    "漢字とひらがな",
+    "🤖👍🏽",
+    "“quotes” – dashes —",
+    "a\u200db 👩\u200d💻",
+    " ",
+    "  ",
+    "\x00\x1b[0m\x7f\r\x85\u2028\u3000",
+    "\ufeffbom\u200b",
+    "▁",
+    " a ▁b▁ ",
+    "\ue000_▁\ue000\ue000",
+    "\ue000",
+    "</s><pad><unk> ⁇ ",
+]
 
 
 def corpus():
@@ -45,6 +75,59 @@ def test_round_trip_and_eos(tokenizer):
         assert UNK_ID not in ids  # byte fallback: nothing is lost
         assert tokenizer.decode(ids) == text
     assert tokenizer.encode("") == [EOS_ID]
+
+
+@pytest.fixture(scope="module")
+def tricky_tokenizer():
+    """A tokenizer that saw the tricky strings in training (own pieces rather than byte fallback)."""
+    return Tokenizer.train(sample_sentences(zip(corpus(), corpus()[::-1]), 2000, seed=0) + TRICKY * 50, 1000)
+
+
+@pytest.mark.parametrize("seen", [False, True], ids=["unseen", "seen"])
+def test_any_text_round_trips(tokenizer, tricky_tokenizer, seen):
+    tok = tricky_tokenizer if seen else tokenizer
+    lost = [(text, tok.decode(tok.encode(text))) for text in TRICKY if tok.decode(tok.encode(text)) != text]
+    assert lost == []
+    assert all(UNK_ID not in ids for ids in tok.encode_batch(TRICKY))
+    assert tok.decode_batch(tok.encode_batch(TRICKY)) == TRICKY
+    flat, lengths = tok.encode_flat(TRICKY)
+    assert tok.decode_batch(np.split(flat, np.cumsum(lengths)[:-1])) == TRICKY
+    assert tok.encode("e\u0301") != tok.encode("\u00e9")  # NFD and NFC stay apart
+
+
+@needs_multi30k
+def test_multi30k_round_trips(tokenizer):
+    """Every line of every Multi30k file (58k train lines take about a second: no need to sample)."""
+    for split in ("train", "val", "test_2016_flickr"):
+        for lang in ("en", "de"):
+            lines = list(read_lines(MULTI30K / f"{split}.{lang}.gz"))
+            decoded = tokenizer.decode_batch(tokenizer.encode_batch(lines))
+            lost = [(line, out) for line, out in zip(lines, decoded) if line != out]
+            assert not lost, f"{split}.{lang}: {len(lost)} of {len(lines)} lines change, e.g. {lost[:3]}"
+
+
+def test_normalising_vocabulary_warns_on_load(tmp_path, caplog):
+    writer = io.BytesIO()  # SentencePiece's defaults: nmt_nfkc, remove_extra_whitespaces (an older vocab.model)
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(corpus()),
+        model_writer=writer,
+        vocab_size=400,
+        pad_id=PAD_ID,
+        eos_id=EOS_ID,
+        unk_id=UNK_ID,
+        bos_id=BOS_ID,
+        byte_fallback=True,
+        minloglevel=2,
+    )
+    Tokenizer(writer.getvalue()).save(tmp_path / "old.model")
+    with caplog.at_level("WARNING"):
+        old = Tokenizer.load(tmp_path / "old.model")
+    assert "normalises text" in caplog.text and old.decode(old.encode("a  …")) == "a ..."
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        Tokenizer.train(corpus(), vocab_size=400).save(tmp_path / "new.model")
+        Tokenizer.load(tmp_path / "new.model")
+    assert "normalises text" not in caplog.text
 
 
 def test_decode_stops_at_eos_and_drops_pad(tokenizer):

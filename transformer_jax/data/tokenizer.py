@@ -9,6 +9,18 @@ Special ids are fixed (module constants): ``PAD_ID = 0`` (never a real token; pa
 symbol, as in tensor2tensor), ``EOS_ID = 1`` (appended to every encoded sentence), ``UNK_ID = 2`` (unused in
 practice: ``byte_fallback`` spells unknown characters as UTF-8 bytes, so nothing is lost) and ``BOS_ID = -1``
 (disabled).
+
+Text is lossless: ``decode(encode(x)) == x`` for every UTF-8 line ``x`` (the sacreBLEU references are raw text,
+and tensor2tensor's subword encoder of the paper is invertible too). SentencePiece's defaults are not: its
+``nmt_nfkc`` normalisation rewrites characters (``…`` → ``...``, ``½`` → ``1⁄2``, ``ﬁ`` → ``fi``, fullwidth →
+ASCII, NBSP → space, NFD → NFC) and ``remove_extra_whitespaces`` strips and collapses spaces. We train with
+``normalization_rule_name="identity"`` and ``remove_extra_whitespaces=False``; ``add_dummy_prefix`` stays on (the
+first word is split like any word after a space, and decoding removes exactly that one added ``▁``, so leading
+spaces survive). Tabs and other control characters pass through (as byte pieces when unseen). One character
+cannot round-trip through SentencePiece alone: U+2581 ``▁`` is its whitespace symbol and would decode as a
+space, so :class:`Tokenizer` escapes it (and the private-use escape character U+E000) before SentencePiece and
+unescapes after decoding. A ``vocab.model`` trained before this keeps its own normalisation (it is stored in the
+model proto): it still loads, with a warning that it is not lossless (a new workdir trains a lossless one).
 """
 
 from __future__ import annotations
@@ -37,6 +49,21 @@ BOS_ID = -1  # disabled: the decoder starts from PAD (tensor2tensor convention)
 VOCAB_FILENAME = "vocab.model"
 SMALL_CORPUS_SENTENCES = 1_000_000  # below this, cover every character (character_coverage = 1.0)
 
+# SentencePiece writes a space as "▁" (U+2581), so a literal "▁" in the text would come back as a space. We escape
+# it as ESC "_", and ESC itself (a private-use character) as ESC ESC, so the escaping is one-to-one.
+_META, _ESC = "\u2581", "\ue000"
+_ESCAPE = str.maketrans({_ESC: _ESC + _ESC, _META: _ESC + "_"})
+_UNESCAPE = re.compile(f"{_ESC}([{_ESC}_])")
+_LOSSLESS_PROBE = " …½ﬁ™ＡＢＣ a\u00a0b  e\u0301\tz "  # what nmt_nfkc or remove_extra_whitespaces would change
+
+
+def _escape(text: str) -> str:
+    return text.translate(_ESCAPE) if _ESC in text or _META in text else text
+
+
+def _unescape(text: str) -> str:
+    return _UNESCAPE.sub(lambda m: _ESC if m[1] == _ESC else _META, text) if _ESC in text else text
+
 
 class Tokenizer:
     """A SentencePiece model with the fixed special ids above.
@@ -64,6 +91,12 @@ class Tokenizer:
         if not path.is_file():
             raise DataError(f"Tokenizer model not found: {path}")
         tokenizer = cls(path.read_bytes())
+        if tokenizer.decode(tokenizer.encode(_LOSSLESS_PROBE)) != _LOSSLESS_PROBE:
+            logger.warning(
+                "The tokenizer %s normalises text (an older vocabulary): decoded text may differ from the "
+                "input (e.g. '…' → '...', spaces collapsed). Use a new workdir for a lossless one.",
+                path,
+            )
         if expected_vocab_size is not None and tokenizer.vocab_size != expected_vocab_size:
             raise DataError(
                 f"The tokenizer {path} has {tokenizer.vocab_size} pieces but config.model.vocab_size is "
@@ -94,7 +127,7 @@ class Tokenizer:
             DataError: the sample is too small for ``vocab_size`` (the message suggests a size that fits).
         """
         sentences = sentences if isinstance(sentences, Sequence) else list(sentences)
-        sentences = [s for s in sentences if s]
+        sentences = [_escape(s) for s in sentences if s]
         if not sentences:
             raise DataError("Cannot train a tokenizer: the training sample has no non-empty sentences.")
         if character_coverage is None:
@@ -111,6 +144,9 @@ class Tokenizer:
                 unk_id=UNK_ID,
                 bos_id=BOS_ID,
                 byte_fallback=True,
+                normalization_rule_name="identity",  # lossless text (module docstring): no NFKC rewriting
+                remove_extra_whitespaces=False,  # keep leading, trailing and repeated spaces
+                add_dummy_prefix=True,  # "▁" before the first word; decode removes exactly this one
                 character_coverage=character_coverage,
                 input_sentence_size=0,  # the caller sampled already
                 shuffle_input_sentence=False,
@@ -163,16 +199,16 @@ class Tokenizer:
     # -- encoding ----------------------------------------------------------------------------------------------
 
     def encode(self, text: str) -> list[int]:
-        """Encodes one sentence; ``EOS_ID`` is appended."""
-        return self._sp.encode(text) + [EOS_ID]
+        """Encodes one sentence (any text, losslessly); ``EOS_ID`` is appended."""
+        return self._sp.encode(_escape(text)) + [EOS_ID]
 
     def encode_batch(self, texts: Sequence[str], num_threads: int = -1) -> list[list[int]]:
         """Encodes sentences (multi-threaded in C++); ``EOS_ID`` is appended to each."""
-        return [ids + [EOS_ID] for ids in self._sp.encode(list(texts), num_threads=num_threads)]
+        return [ids + [EOS_ID] for ids in self._sp.encode([_escape(t) for t in texts], num_threads=num_threads)]
 
     def encode_flat(self, texts: Sequence[str], num_threads: int = -1) -> tuple[np.ndarray, np.ndarray]:
         """Encodes sentences into one flat int32 array (each followed by ``EOS_ID``) and their int32 lengths."""
-        pieces = self._sp.encode(list(texts), num_threads=num_threads)
+        pieces = self._sp.encode([_escape(t) for t in texts], num_threads=num_threads)
         lengths = np.fromiter((len(p) + 1 for p in pieces), dtype=np.int32, count=len(pieces))
         total = int(lengths.sum())
         flat = np.empty(total, dtype=np.int32)
@@ -191,7 +227,7 @@ class Tokenizer:
                 break
             if i > PAD_ID:
                 out.append(i)
-        return self._sp.decode(out)
+        return _unescape(self._sp.decode(out))
 
     def decode_batch(self, batch: Iterable[Iterable[int]]) -> list[str]:
         """Decodes each row of ``batch`` with :meth:`decode`."""

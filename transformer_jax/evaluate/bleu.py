@@ -2,11 +2,18 @@
 
 The paper's Table 2/3 BLEU is tokenized BLEU: Moses tokenizer + multi-bleu.perl, with "compound splitting"
 of intra-word hyphens (`a-b` → `a ##AT##-##AT## b`) in both hypothesis and reference, exactly as
-tensor2tensor's ``get_ende_bleu.sh``:
+tensor2tensor's older ``get_ende_bleu.sh`` (2017, the paper's time):
 
     tokenizer.perl -l de < file > file.tok                      # no -a (aggressive dash splitting)
     perl -ple 's{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g' < file.tok > file.atat
     multi-bleu.perl ref.atat < hyp.atat
+
+Two later changes are deliberately not followed. Later versions of ``get_ende_bleu.sh`` first run Moses
+``replace-unicode-punctuation.perl -l de`` on the output (e.g. „“ → ""); we do not. And ``tokenizer.perl``
+is Moses' as it was before November 2018: it keeps a line-final dot on ``n.V.``, ``Nr. 1.`` or
+``www.beispiel.de.``, which mosesdecoder commit 9fc964da7 ("split final dots unconditionally") splits off.
+sacremoses reproduces the older behaviour: token for token on ../shared/data/bleu_reference, 77.18 as the
+reference tools give there (the newer tokenizer gives 77.22).
 
 It reads ≈ 0.6–1.0 BLEU above detokenized sacreBLEU on the same output, so both are reported, the latter
 with its signature. Inputs are detokenized sentences (one per line, single reference).
