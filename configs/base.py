@@ -34,7 +34,13 @@ def model_config() -> ml_collections.ConfigDict:
     m.norm_position = "post"  # §3.1: LayerNorm(x + Dropout(Sublayer(x))); "pre" for the pre-LN variant.
     m.layer_norm_epsilon = 1e-6
     m.use_bias = True  # biases on every projection (the count in PAPER.md assumes them).
-    m.dtype = "float32"  # compute dtype ("bfloat16" on accelerators); params, logits, loss stay fp32.
+    # Compute dtype of the matmuls: "auto" = bfloat16 on GPU/TPU, float32 on CPU; or "float32" / "bfloat16".
+    # Parameters, attention softmax, LayerNorm, residual sums, logits and loss stay float32 (model/precision.py).
+    m.dtype = "auto"
+    # §3.2.1 kernel, resolved when traced: "auto" = jax.nn.dot_product_attention on GPU/TPU (cuDNN's fused
+    # kernel where it takes the shapes and dtype, else XLA's) and the einsum path tuned for XLA:CPU on CPU;
+    # "cpu" / "xla" / "cudnn" force one. Cached decoding (and attention-weight dropout) always uses the einsum path.
+    m.attention_implementation = "auto"
     return m
 
 
@@ -52,6 +58,9 @@ def data_config() -> ml_collections.ConfigDict:
     d.max_length = 256  # pairs longer than this (either side, in tokens incl. EOS) are dropped and counted.
     d.pack = True  # pack sentences into rows (segment ids + positions) for a bounded set of shapes.
     d.num_length_buckets = 4  # row lengths compiled: max_length / 2**i for i < num_length_buckets.
+    # tokens_per_batch counts REAL tokens: training measures each bucket's fill rate of packed rows and sizes the
+    # steps to it (data/batch_plan.py); `describe` has no data and plans with this share instead.
+    d.planning_fill_rate = 0.93
     d.shuffle_buffer = 100_000
     d.tokenizer_sample_size = 10_000_000  # sentences sampled (shuffled) to train SentencePiece.
     d.tokenizer_model_type = "bpe"
@@ -72,9 +81,11 @@ def train_config() -> ml_collections.ConfigDict:
     t.grad_accum_steps = 1  # micro-batches per optimizer step (tokens_per_batch is per step).
     t.grad_clip_norm = 0.0  # 0 = off (the paper has none).
     t.weight_decay = 0.0  # 0 = off (the paper has none).
-    t.checkpoint_every_steps = 0  # 0 = only time-based saves.
-    t.checkpoint_every_minutes = 10.0  # §6.1: checkpoints written at 10-minute intervals.
-    t.keep_checkpoints = 20  # ≥ the 20 averaged for big.
+    # §6.1: checkpoints "written at 10-minute intervals" = every 1,500 steps at the paper's 0.4 s a step (§5.2).
+    # Saved on this STEP schedule (plus the final step), so averaging spans the same steps on any hardware.
+    t.checkpoint_every_steps = 1500
+    t.checkpoint_every_minutes = 10.0  # safety saves for preemption (resumed from, never averaged).
+    t.keep_checkpoints = 20  # scheduled checkpoints kept, ≥ the 20 averaged for big.
     t.eval_every_steps = 1000
     t.eval_bleu = False  # also decode the dev set at each eval (slow).
     t.log_every_steps = 100

@@ -16,12 +16,11 @@ from absl import flags
 
 from launch import cluster, logs, provenance
 from launch.flags import CONFIG, EVAL_CHECKPOINT, JSON, WORKDIR
-from transformer_jax.data import pipeline
 from transformer_jax.decode.restore import restore_run
 from transformer_jax.evaluate.evaluation import dev_bleu_hook, evaluate_split
 from transformer_jax.train import sharding
 from transformer_jax.train.preemption import Preempted
-from transformer_jax.train.trainer import train
+from transformer_jax.train.trainer import build_shared_tokenizer, train
 
 EVAL_SPLITS = flags.DEFINE_list("eval_splits", ["dev", "test"],
                                 "Splits translated and scored after training (empty: none).")
@@ -43,7 +42,7 @@ def run_training(config: ml_collections.ConfigDict, workdir: str, eval_splits: S
     provenance.append(workdir, command)
     hook = None
     if config.train.eval_bleu:  # dev BLEU at every evaluation (decodes the dev set: slow on CPU)
-        hook = dev_bleu_hook(config, pipeline.build_tokenizer(config, workdir), sharding.make_mesh(config.train.mesh))
+        hook = dev_bleu_hook(config, build_shared_tokenizer(config, workdir), sharding.make_mesh(config.train.mesh))
     last = train(config, workdir, eval_hook=hook)
     summary = {"workdir": workdir, "step": last.get("step"), "train_loss": last.get("train_loss"),
                "dev_ppl": last.get("dev_ppl")}

@@ -14,7 +14,6 @@ from transformer_jax.data.batching import (
     bucket_lengths,
     eval_batches,
     pack_window,
-    rows_per_batch,
 )
 from transformer_jax.data.sources import DataError
 from transformer_jax.data.tokenizer import EOS_ID
@@ -63,8 +62,6 @@ def pairs_in(batch, data):
 def test_buckets_and_rows():
     assert bucket_lengths(256, 4) == [32, 64, 128, 256]
     assert bucket_lengths(100, 3) == [25, 50, 100]
-    assert rows_per_batch(25000, 256, 8) == 96 and rows_per_batch(25000, 32, 8) == 776
-    assert rows_per_batch(100, 256, 8) == 8  # at least row_multiple rows
 
 
 def test_pack_window_uses_every_pair_once_and_fits():
@@ -93,7 +90,9 @@ def test_packed_batches_layout_and_token_accounting():
         assert set(batch) == set(BATCH_KEYS) and all(
             v.dtype == np.int32 and v.shape == (rows, length) for v in batch.values()
         )
-        assert length in (16, 32, 64) and rows % 4 == 0 and rows * length <= 512
+        plan = it.plans[[16, 32, 64].index(length)]
+        assert rows == plan.rows and rows % 4 == 0
+        assert not batch["inputs"][plan.filled_rows :].any()  # the plan's padding rows are empty
         ids = [i for row in pairs_in(batch, data) for i in row]
         assert len(ids) == len(set(ids))
         n_src = int((batch["inputs_segmentation"] > 0).sum())

@@ -73,9 +73,11 @@ def test_row_on_the_paper_base_has_the_papers_values(row):
     changed = set(_changed_fields(base.get_config(), c))
     allowed = {"model.num_encoder_layers", "model.num_decoder_layers", "model.d_model", "model.d_ff",
                "model.num_heads", "model.d_k", "model.d_v", "model.dropout_rate", "train.label_smoothing",
-               "train.num_steps", "model.positional", "decode.average_last"}
+               "train.num_steps", "model.positional", "decode.average_last", "train.checkpoint_every_steps"}
     assert changed <= allowed
     assert ("decode.average_last" in changed) == (row == "big")
+    # §6.1 + §5.2: 10-minute checkpoints at 0.4 s (base) / 1.0 s (big) a step, so averaging spans the paper's steps
+    assert c.train.checkpoint_every_steps == (600 if row == "big" else 1500)
 
 
 def test_paper_base_recipe():
@@ -111,7 +113,8 @@ DEMO_ROWS = {
     "D4": {"train.label_smoothing": 0.2},
     "E": {"model.positional": "learned"},
     "big": {"model.d_model": 256, "model.d_ff": 1024, "model.num_heads": 8, "model.dropout_rate": 0.3,
-            "train.num_steps": 3 * demo_table3.get_config().train.num_steps, "decode.average_last": 20},
+            "train.num_steps": 3 * demo_table3.get_config().train.num_steps, "decode.average_last": 20,
+            "train.checkpoint_every_steps": 160},  # 400 × 0.4 s / 1.0 s: big's steps are 2.5× slower (§5.2)
 }
 
 

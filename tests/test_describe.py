@@ -122,6 +122,8 @@ CLI_CASES = {
     "c5": ["describe", "--config=configs/table3.py:C5", "--json"],
     "typo": ["describe", "--config=configs/table3.py:C5", "--config.model.d_modell=3", "--json"],
     "row": ["describe", "--config=configs/table3.py:Z9", "--json"],
+    "layout": ["describe", "--config=configs/base.py", "--num_processes=8", "--devices_per_process=4",
+               "--config.train.grad_accum_steps=2"],
 }
 
 
@@ -173,3 +175,20 @@ def test_cli_config_errors_are_one_clear_message(cli_runs, case):
     run = cli_runs[case]
     assert run.returncode != 0
     assert "Traceback (most recent call last)" not in run.stderr, run.stderr
+
+
+def test_cli_plans_a_cluster_layout(cli_runs):
+    """describe --num_processes=P --devices_per_process=D: the step shapes, real tokens, checkpoint schedule and
+    averaging window that training would use on that layout (train/plan.py)."""
+    run = cli_runs["layout"]
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert result["num_processes"] == 8 and result["devices_per_process"] == 4 and result["grad_accum_steps"] == 2
+    assert [length for _, length in result["batch_shapes"]] == [32, 64, 128, 256]
+    for (rows, length), per_device in zip(result["batch_shapes"], result["rows_per_device"]):
+        assert rows % 64 == 0 and per_device == rows // 64  # 32 devices × 2 micro-batches
+    assert all(abs(t - 25_000) <= 750 for t in result["tokens_per_step"])  # real tokens, ±3%
+    assert result["checkpoint_every_steps"] == 1500
+    assert result["average_steps"] == [94_500, 96_000, 97_500, 99_000, 100_000]
+    assert result["average_window_steps"] == 5_500
+    assert "avg5 window" in run.stdout and "steps 94,500–100,000" in run.stdout  # the table a person reads

@@ -105,3 +105,15 @@ def resume_config() -> ml_collections.ConfigDict:
     c = tiny_config(num_steps=24, checkpoint_every_steps=4, eval_every_steps=1, log_every_steps=1)
     c.model.dropout_rate = 0.1
     return c
+
+
+MULTIHOST_JUMP_S = 600.0  # a clock jump of one safety-save interval (checkpoint_every_minutes below)
+
+
+def multihost_config(num_steps: int = 12) -> ml_collections.ConfigDict:
+    """tests/scripts/multihost_train.py's run: a checkpoint every 4 steps, 10-minute safety saves, dropout on, an
+    eval (and log, and clock check) every step."""
+    c = tiny_config(num_steps=num_steps, checkpoint_every_steps=4, checkpoint_every_minutes=MULTIHOST_JUMP_S / 60,
+                    eval_every_steps=1, log_every_steps=1)
+    c.model.dropout_rate = 0.1  # the RNG must resume exactly too
+    return c

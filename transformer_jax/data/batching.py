@@ -2,9 +2,10 @@
 
 §5.1: "Sentence pairs were batched together by approximate sequence length. Each training batch contained a set of
 sentence pairs containing approximately 25000 source tokens and 25000 target tokens." Here a training batch is
-``rows × L`` tokens per side with ``L`` from a few length buckets (``max_length / 2**i``) and
-``rows = tokens_per_batch // L`` rounded down to a multiple of ``row_multiple``, so ``jax.jit`` compiles at most
-``num_length_buckets`` train-step shapes. Several pairs are packed per row; ``*_segmentation`` numbers them
+``rows × L`` tokens per side with ``L`` from a few length buckets (``max_length / 2**i``) and ``rows`` chosen by
+data/batch_plan.py so that a step holds ~``tokens_per_batch`` REAL tokens (the fill rate of packed rows is measured)
+with ``rows`` a multiple of ``row_multiple``, so ``jax.jit`` compiles at most ``num_length_buckets`` train-step
+shapes. Several pairs are packed per row; ``*_segmentation`` numbers them
 1, 2, … per row (0 = padding) and ``*_position`` restarts at 0 for each of them, so attention must stay within a
 segment (mask ``segmentation_q == segmentation_k``, plus causality on the target side).
 
@@ -39,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from transformer_jax.data.batch_plan import measured_fill_rates, plan_steps, plan_warnings
 from transformer_jax.data.sources import DataError
 from transformer_jax.data.tokenizer import EOS_ID
 
@@ -134,11 +136,6 @@ def bucket_lengths(max_length: int, num_length_buckets: int) -> list[int]:
     return sorted({max_length >> i for i in range(num_length_buckets) if max_length >> i >= 1})
 
 
-def rows_per_batch(tokens_per_batch: int, length: int, row_multiple: int = 1) -> int:
-    """Global rows for row length ``length``: ``tokens_per_batch // length`` down to a multiple of ``row_multiple``."""
-    return max(row_multiple, tokens_per_batch // length // row_multiple * row_multiple)
-
-
 def pack_window(
     ids: np.ndarray,
     src_len: np.ndarray,
@@ -193,7 +190,7 @@ class TrainBatches(Iterator[Batch]):
 
     Args:
         data: the tokenized training pairs (all of them; every host holds the same).
-        tokens_per_batch: global token budget per side per optimizer step (rows × L ≤ this, whole job).
+        tokens_per_batch: global budget of real tokens per side per optimizer step (whole job; batch_plan.py).
         max_length: longest pair kept (either side, EOS included); longer ones are dropped and counted.
         num_length_buckets: row lengths ``max_length // 2**i`` for ``i < num_length_buckets``.
         seed: data seed (epochs reshuffle with ``[seed, epoch]``).
@@ -201,6 +198,7 @@ class TrainBatches(Iterator[Batch]):
         process_index, process_count: this host and the number of hosts (``jax.process_index()/count()``).
         pack: pack several pairs per row (else one pair per row, padded).
         window: pairs per packing window (the shuffle/packing locality).
+        fill_rates: expected real-token share of each bucket's rows (default: measured on the first window).
     """
 
     def __init__(
@@ -216,6 +214,7 @@ class TrainBatches(Iterator[Batch]):
         process_count: int = 1,
         pack: bool = True,
         window: int = 100_000,
+        fill_rates: Sequence[float] | None = None,
     ):
         if not 0 <= process_index < process_count:
             raise DataError(f"process_index {process_index} is not in [0, {process_count}).")
@@ -223,13 +222,11 @@ class TrainBatches(Iterator[Batch]):
         self.window = max(1, int(window))
         self.process_index, self.process_count = process_index, process_count
         self.buckets = bucket_lengths(max_length, num_length_buckets)
-        self.rows = [rows_per_batch(tokens_per_batch, length, row_multiple) for length in self.buckets]
-        for length, rows in zip(self.buckets, self.rows):
-            if rows % process_count:
-                raise DataError(
-                    f"{rows} rows of length {length} cannot be split over {process_count} hosts: make row_multiple "
-                    "(data-parallel size × grad_accum_steps) a multiple of the number of hosts."
-                )
+        if row_multiple % process_count:
+            raise DataError(
+                f"row_multiple={row_multiple} (data-parallel devices × grad_accum_steps) is not a multiple of the "
+                f"{process_count} hosts: every host must feed whole rows of every step."
+            )
         self._src_len, self._tgt_len = data.src_lengths, data.tgt_lengths
         keep = (self._src_len <= max_length) & (self._tgt_len <= max_length)
         self.valid_ids = np.flatnonzero(keep)
@@ -244,7 +241,15 @@ class TrainBatches(Iterator[Batch]):
         if not len(self.valid_ids):
             raise DataError(f"No training pairs fit max_length={max_length} (of {len(data)} pairs).")
         self._data_fingerprint = f"{len(data)}:{len(self.valid_ids)}:{int(self._src_len.sum())}"
-        self._layout = f"{self.buckets}:{self.rows}:{self.pack}:{self.window}"
+        if fill_rates is None:  # measured on the first window of epoch 0: the same on every host and restart
+            first = self._permutation(0)[: self.window]
+            packed = pack_window(first, self._src_len, self._tgt_len, self.buckets, self.pack)
+            fill_rates = measured_fill_rates(packed, self.buckets, self._src_len, self._tgt_len)
+        self.plans = plan_steps(tokens_per_batch, self.buckets, row_multiple, fill_rates)
+        self.rows = [p.rows for p in self.plans]
+        for line in plan_warnings(self.plans, tokens_per_batch, row_multiple):
+            logger.warning("Batch plan: %s", line)
+        self._layout = f"{self.buckets}:{[(p.rows, p.filled_rows) for p in self.plans]}:{self.pack}:{self.window}"
         self._perm, self._perm_epoch = self.valid_ids, -1
         self.set_state({"epoch": 0, "window": 0, "batch": 0, "carry": []})
         self._tokens = np.zeros(2, np.int64)  # running real (src, tgt) tokens in emitted global batches
@@ -305,7 +310,8 @@ class TrainBatches(Iterator[Batch]):
         ids = np.concatenate([self._carry, chunk])
         per_bucket = pack_window(ids, self._src_len, self._tgt_len, self.buckets, self.pack)
         batches, carry = [], []
-        for b, (rows, n) in enumerate(zip(per_bucket, self.rows)):
+        for b, (rows, plan) in enumerate(zip(per_bucket, self.plans)):
+            n = plan.filled_rows
             full = len(rows) // n * n
             batches += [(b, rows[j : j + n]) for j in range(0, full, n)]
             carry += [i for row in rows[full:] for i in row]
@@ -337,6 +343,7 @@ class TrainBatches(Iterator[Batch]):
         self._tokens += (int(self._src_len[flat].sum()), int(self._tgt_len[flat].sum()))
         self._capacity += len(rows) * length
         self.num_batches += 1
+        rows = rows + [[]] * self.plans[b].padding_rows  # empty rows complete the step's shape (batch_plan.py)
         per_host = len(rows) // self.process_count
         mine = rows[self.process_index * per_host : (self.process_index + 1) * per_host]
         return make_rows(self.data, mine, length)

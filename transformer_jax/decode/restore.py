@@ -34,7 +34,10 @@ class RestoredRun:
     checkpoint: str  # what was restored, e.g. "step 1500" or "avg5 (steps 1100..1500)"
 
 
-def _steps_for(spec: str, steps: list[int]) -> list[int]:
+def _steps_for(spec: str, checkpointer: Checkpointer) -> list[int]:
+    """The steps ``spec`` names: latest or a step among all checkpoints; avgN from the step schedule only (a
+    time-based safety save is resumed from, never averaged: train/checkpoint.py)."""
+    steps = checkpointer.all_steps()
     if not steps:
         raise FileNotFoundError("The run has no checkpoints yet.")
     if spec == "latest":
@@ -45,10 +48,12 @@ def _steps_for(spec: str, steps: list[int]) -> list[int]:
         return [int(spec)]
     match = re.fullmatch(r"avg(\d+)", spec)
     if match:
-        n = int(match.group(1))
-        if not 1 <= n <= len(steps):
-            raise ValueError(f"Cannot average the last {n} checkpoints: the run has {len(steps)}.")
-        return steps[-n:]
+        n, scheduled = int(match.group(1)), checkpointer.scheduled_steps()
+        if not 1 <= n <= len(scheduled):
+            raise ValueError(f"Cannot average the last {n} checkpoints: the run has {len(scheduled)} on its step "
+                             f"schedule (every {checkpointer.every_steps} steps: "
+                             f"{', '.join(map(str, scheduled)) or 'none yet'}).")
+        return scheduled[-n:]
     raise ValueError(f"Bad checkpoint {spec!r}: use latest, a step number, or avgN (e.g. avg5).")
 
 
@@ -90,8 +95,8 @@ def restore_run(workdir: str, checkpoint: str = "latest", mesh_config=None) -> R
     mesh = sharding.make_mesh(mesh_config or config.train.mesh)
     setup = make_setup(config, mesh)
     averaged = os.path.join(os.path.abspath(workdir), AVERAGED_DIR, checkpoint)
-    checkpointer = Checkpointer(workdir, keep=config.train.keep_checkpoints)
-    steps = _steps_for(checkpoint, checkpointer.all_steps())
+    checkpointer = Checkpointer.for_run(workdir, config.train)
+    steps = _steps_for(checkpoint, checkpointer)
     if len(steps) > 1 and _saved_average_steps(averaged) == steps:  # written by `average` for these very steps
         params = ocp.StandardCheckpointer().restore(os.path.join(averaged, "params"), setup.abstract_state["params"])
         return RestoredRun(config, tokenizer, mesh, setup.graphdef, params, f"{checkpoint} ({averaged})")
@@ -121,7 +126,7 @@ def write_average(workdir: str, last: int) -> tuple[str, list[int]]:
     """
     path = os.path.join(os.path.abspath(workdir), AVERAGED_DIR, f"avg{last}")
     config = load_config(workdir)
-    steps = _steps_for(f"avg{last}", Checkpointer(workdir, keep=config.train.keep_checkpoints).all_steps())
+    steps = _steps_for(f"avg{last}", Checkpointer.for_run(workdir, config.train))
     if os.path.exists(os.path.join(path, "steps.json")) and jax.process_index() == 0:
         os.remove(os.path.join(path, "steps.json"))  # invalidate before computing, so it is never reused
     run = restore_run(workdir, f"avg{last}")

@@ -127,7 +127,8 @@ def make_train_step(setup: Setup) -> Callable[[dict, dict], tuple[dict, dict]]:
         new_state = {"params": new_params, "opt_state": opt_state,
                      "step": state["step"] + 1, "rng": state["rng"]}
         metrics = {"train_loss": sums["loss"] / total_tokens, "train_nll": sums["nll"] / total_tokens,
-                   "target_tokens": sums["tokens"], "learning_rate": schedule(state["step"]),
+                   "target_tokens": sums["tokens"], "source_tokens": (batch["inputs"] != 0).sum(),
+                   "learning_rate": schedule(state["step"]),
                    "grad_norm": optax.tree.norm(grads),
                    # a finite loss can still come with a non-finite update: never checkpoint that
                    "params_finite": jnp.all(jnp.stack([jnp.isfinite(p).all() for p in jax.tree.leaves(new_params)]))}

@@ -11,14 +11,16 @@ import logging
 import math
 import os
 import time
+from collections.abc import Callable
 
 import jax
 import ml_collections
 import numpy as np
+from jax.experimental import multihost_utils
 from tqdm import tqdm
 
 from transformer_jax.data import pipeline
-from transformer_jax.train import sharding
+from transformer_jax.train import plan, sharding
 from transformer_jax.train.checkpoint import Checkpointer
 from transformer_jax.train.metrics import MetricsWriter
 from transformer_jax.train.preemption import Preempted, PreemptionWatch
@@ -49,7 +51,9 @@ def save_config(config: ml_collections.ConfigDict, workdir: str) -> None:
                                  if old[section].get(k) != new[section].get(k))
                 raise ValueError(f"{workdir} holds a run with a different config.{section} "
                                  f"(changed: {', '.join(changed)}); use a new --workdir.")
-    tmp = f"{path}.tmp"
+    if jax.process_index() != 0:  # one writer; every process checked the frozen sections above
+        return
+    tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "w") as f:
         json.dump(new, f, indent=2)
     os.replace(tmp, path)
@@ -62,6 +66,20 @@ def load_config(workdir: str) -> ml_collections.ConfigDict:
         raise FileNotFoundError(f"No {CONFIG_FILE} in {workdir}: is it a transformer-jax run folder?")
     with open(path) as f:
         return ml_collections.ConfigDict(json.load(f))
+
+
+def build_shared_tokenizer(config: ml_collections.ConfigDict, workdir: str):
+    """The run's tokenizer, trained once by process 0 and read by the others from ``<workdir>/vocab.model``.
+
+    SentencePiece training is multi-threaded; hosts that trained their own copies could tokenise differently and
+    then disagree on every batch. (The workdir is on a filesystem all hosts share, as orbax requires anyway.)
+    """
+    if jax.process_count() == 1:
+        return pipeline.build_tokenizer(config, workdir)
+    if jax.process_index() == 0:
+        pipeline.build_tokenizer(config, workdir)
+    multihost_utils.sync_global_devices("transformer_jax: vocab.model written")
+    return pipeline.build_tokenizer(config, workdir)
 
 
 def evaluate_loss(setup: Setup, eval_step, params: dict, batches: list[dict]) -> dict:
@@ -94,7 +112,7 @@ class _Throughput:
 
 
 def train(config: ml_collections.ConfigDict, workdir: str, *, progress: bool = True,
-          eval_hook=None, stop_after: int | None = None) -> dict:
+          eval_hook=None, stop_after: int | None = None, clock: Callable[[], float] = time.monotonic) -> dict:
     """Trains (or resumes) ``config`` in ``workdir`` until ``config.train.num_steps``.
 
     Args:
@@ -104,6 +122,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, *, progress: bool = T
       eval_hook: optional ``fn(setup, params, step) -> dict`` run at each evaluation (e.g. dev BLEU); its values
         are logged to metrics.jsonl.
       stop_after: stop after this many steps of this call (for tests of interrupted runs).
+      clock: monotonic seconds for the time-based safety saves (injectable for tests of skewed clocks).
     Returns:
       The last logged metrics.
     Raises:
@@ -111,17 +130,15 @@ def train(config: ml_collections.ConfigDict, workdir: str, *, progress: bool = T
     """
     t = config.train
     save_config(config, workdir)
-    tokenizer = pipeline.build_tokenizer(config, workdir)
+    tokenizer = build_shared_tokenizer(config, workdir)
     mesh = sharding.make_mesh(t.mesh)
     setup = make_setup(config, mesh)
-    row_multiple = sharding.data_parallel_size(mesh) * t.grad_accum_steps * jax.process_count()
-    batches = pipeline.train_iterator(config, tokenizer, row_multiple=row_multiple,
+    batches = pipeline.train_iterator(config, tokenizer, row_multiple=plan.row_multiple(config, jax.device_count()),
                                       process_index=jax.process_index(), process_count=jax.process_count(),
                                       cache_dir=workdir)
     logger.info("Training data: %s", json.dumps(pipeline.pipeline_summary(batches)))
     _, _, dev_batches = pipeline.eval_data(config, tokenizer, "dev")
-    checkpointer = Checkpointer(workdir, keep=t.keep_checkpoints, every_steps=t.checkpoint_every_steps,
-                                every_minutes=t.checkpoint_every_minutes)
+    checkpointer = Checkpointer.for_run(workdir, t, clock=clock)
     writer = MetricsWriter(workdir)
     try:
         with jax.set_mesh(mesh), PreemptionWatch() as watch:
@@ -176,6 +193,9 @@ def _loop(setup, config, state, step, batches, train_step, eval_step, dev_batche
             pending = []
             tokens = sum(float(m["target_tokens"]) for m in values)
             last = {k: float(v) for k, v in values[-1].items()}
+            # real (non-pad) tokens per step over the interval: what §5.1's "~25000 tokens" counts
+            last.update(target_tokens_per_step=tokens / len(values),
+                        source_tokens_per_step=sum(float(m["source_tokens"]) for m in values) / len(values))
             # losses averaged over the interval's tokens (one step's loss depends on its bucket's lengths)
             for key in ("train_loss", "train_nll"):
                 last[key] = sum(float(m[key]) * float(m["target_tokens"]) for m in values) / max(tokens, 1.0)

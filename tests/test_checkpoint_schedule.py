@@ -1,0 +1,97 @@
+"""The checkpoint step schedule (§6.1, train/checkpoint.py): averaging draws from the scheduled saves only, never from
+the time-based safety saves interleaved with them; pruning keeps the last K scheduled saves plus the newest one."""
+
+import importlib.util
+import itertools
+import logging
+import re
+from pathlib import Path
+
+import pytest
+
+from transformer_jax.decode.restore import restore_run, write_average
+from transformer_jax.train.checkpoint import on_schedule, planned_schedule, schedule_steps
+from transformer_jax.train.trainer import train
+
+_spec = importlib.util.spec_from_file_location("tiny_setup", Path(__file__).parent / "scripts" / "tiny_setup.py")
+tiny = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(tiny)
+
+
+def checkpoint_steps(workdir: Path) -> list[int]:
+    return sorted(int(p.name) for p in (workdir / "checkpoints").iterdir() if p.name.isdigit())
+
+
+def test_schedule_arithmetic():
+    assert planned_schedule(1500, 100_000)[-5:] == [94_500, 96_000, 97_500, 99_000, 100_000]  # base's avg5
+    assert planned_schedule(600, 300_000)[-20] == 288_600  # big's avg20: 20 saves 600 steps apart
+    assert planned_schedule(0, 100) == []
+    assert on_schedule(100, 30, 100) and on_schedule(90, 30, 100) and not on_schedule(91, 30, 100)
+    assert schedule_steps([3, 4, 7, 8, 10], 4, 10) == [4, 8, 10]
+    assert schedule_steps([3, 4, 7], 0, 10) == [3, 4, 7]  # no step schedule: every save is in the series
+
+
+@pytest.fixture(scope="module")
+def clocked_run(tmp_path_factory):
+    """24 steps, scheduled saves every 4; a fake clock that reads 4 minutes later each time, so a 10-minute safety
+    save falls between the scheduled ones (the clock is read once per step and at each save)."""
+    workdir = tmp_path_factory.mktemp("clocked") / "run"
+    config = tiny.tiny_config(num_steps=24, checkpoint_every_steps=4, checkpoint_every_minutes=10.0,
+                              keep_checkpoints=5, log_every_steps=1)
+    ticks = itertools.count(0, 240)
+    with _capture("transformer_jax.train.checkpoint") as records:
+        train(config, str(workdir), progress=False, stop_after=10, clock=lambda: float(next(ticks)))
+        mid = checkpoint_steps(workdir)
+        mid_avg = {spec: _restored(workdir, spec) for spec in ("latest", "avg2")}
+        train(config, str(workdir), progress=False, clock=lambda: float(next(ticks)))
+        log = [r.getMessage() for r in records]
+    return workdir, mid, mid_avg, log
+
+
+class _capture:
+    """Collects a logger's records (INFO and up) without depending on pytest's caplog in a module fixture."""
+
+    def __init__(self, name: str):
+        self.logger, self.records = logging.getLogger(name), []
+
+    def __enter__(self):
+        self.handler = logging.Handler(logging.INFO)
+        self.handler.emit = self.records.append
+        self.level = self.logger.level
+        self.logger.setLevel(logging.INFO)
+        self.logger.addHandler(self.handler)
+        return self.records
+
+    def __exit__(self, *exc):
+        self.logger.removeHandler(self.handler)
+        self.logger.setLevel(self.level)
+
+
+def _restored(workdir: Path, spec: str) -> str:
+    return restore_run(str(workdir), spec).checkpoint
+
+
+def _saves(log: list[str]) -> list[tuple[int, str]]:
+    return [(int(s), k) for line in log for s, k in re.findall(r"step (\d+) \((\w+)\)", line)]
+
+
+def test_safety_saves_are_resumed_from_but_never_averaged(clocked_run):
+    workdir, mid_steps, mid_restores, log = clocked_run
+    saves = _saves(log)
+    safety = [s for s, kind in saves if kind == "safety"]
+    assert len(safety) >= 3 and all(s % 4 for s in safety), saves  # interleaved with the schedule
+    # After 10 steps: the newest save is the safety save where this call stopped; averaging ignores it.
+    assert mid_steps[-1] == 10 and 10 in safety and {4, 8} <= set(mid_steps)
+    assert mid_restores["latest"] == "step 10"
+    assert mid_restores["avg2"] == "avg2 (steps 4, 8)"
+    # Finished: the last 5 scheduled saves survive (keep_checkpoints=5), every safety save was pruned.
+    assert checkpoint_steps(workdir) == [8, 12, 16, 20, 24]
+    path, steps = write_average(str(workdir), 5)
+    assert steps == [8, 12, 16, 20, 24] and Path(path).is_dir()
+
+
+def test_averaging_more_than_the_schedule_holds_names_the_schedule(clocked_run):
+    workdir = clocked_run[0]
+    with pytest.raises(ValueError, match=r"Cannot average the last 6 checkpoints: the run has 5 on its step "
+                                         r"schedule \(every 4 steps: 8, 12, 16, 20, 24\)"):
+        restore_run(str(workdir), "avg6")

@@ -1,0 +1,130 @@
+"""Multi-host checkpointing, simulated with 2 processes on localhost (gloo; tests/scripts/multihost_train.py):
+every process must save at the same steps (orbax's save is a collective), whatever each host's clock says, and a
+SIGTERM delivered to one host stops both at one step from which the run resumes bit-identically.
+
+Each test owns its subprocesses, so pytest-xdist never starts the same 2-process run twice.
+"""
+
+import importlib.util
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from transformer_jax.train import sharding
+from transformer_jax.train.checkpoint import Checkpointer
+from transformer_jax.train.metrics import read_metrics
+from transformer_jax.train.step import make_setup
+
+_spec = importlib.util.spec_from_file_location("tiny_setup", Path(__file__).parent / "scripts" / "tiny_setup.py")
+tiny = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(tiny)
+
+WORKER = str(Path(__file__).parent / "scripts" / "multihost_train.py")
+TIMEOUT_S = 240  # a healthy 2-process run takes ~20 s; hosts that disagree on a save hang in orbax's barrier
+SCHEDULE = [4, 8, 12]  # multihost_config(12): every 4 steps and the last
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(workdir: Path, tmp: Path, *args: str, only: dict[int, list[str]] | None = None) -> list:
+    """Starts both processes of one run with ``args``, plus ``only[i]`` for process ``i``; returns (process, log)."""
+    env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": str(tmp / "jax_cache"),
+           "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+    port, procs = free_port(), []
+    for i in range(2):
+        log = tmp / f"{workdir.name}.p{i}.{time.monotonic_ns()}.log"
+        command = [sys.executable, WORKER, str(i), "2", str(port), str(workdir), *args, *(only or {}).get(i, [])]
+        with open(log, "w") as f:  # a file, not a pipe: nobody reads while the run goes on
+            procs.append((subprocess.Popen(command, stdout=f, stderr=subprocess.STDOUT, env=env), log))
+    return procs
+
+
+def finish(procs) -> list[tuple[int, str]]:
+    """Waits for both processes; returns (exit status, output) of each; kills both if either hangs."""
+    try:
+        for proc, _ in procs:
+            proc.wait(timeout=TIMEOUT_S)
+    finally:
+        for proc, _ in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return [(proc.returncode, log.read_text()) for proc, log in procs]
+
+
+def saved(output: str) -> list[tuple[int, str]]:
+    """The (step, kind) of every save a process logged."""
+    return [(int(s), k) for s, k in re.findall(r"Saving the checkpoint of step (\d+) \((\w+)\)", output)]
+
+
+def checkpoint_steps(workdir: Path) -> list[int]:
+    return sorted(int(p.name) for p in (workdir / "checkpoints").iterdir() if p.name.isdigit())
+
+
+def final_state(workdir: Path, step: int) -> dict:
+    config = tiny.multihost_config()
+    setup = make_setup(config, sharding.make_mesh(config.train.mesh, devices=jax.devices()[:1]))
+    checkpointer = Checkpointer(str(workdir), keep=100)
+    try:
+        state, data = checkpointer.restore(step, setup.abstract_state)
+    finally:
+        checkpointer.close()
+    return {"state": jax.tree.map(np.asarray, state), "data": data}
+
+
+def test_a_skewed_clock_and_a_sigterm_on_one_host(tmp_path):
+    # Host 1's clock jumps 10 minutes (one safety-save interval) after its 3rd reading. Had each host asked its own
+    # clock, host 1 alone would enter orbax's collective save and the run would hang; only host 0's clock counts.
+    reference = tmp_path / "skewed"
+    results = finish(start(reference, tmp_path, only={1: ["--jump_clock_after=3"]}))
+    for rc, output in results:
+        assert rc == 0, output[-4000:]
+        assert saved(output) == [(s, "scheduled") for s in SCHEDULE], output[-4000:]  # as an unskewed run
+    assert checkpoint_steps(reference) == SCHEDULE
+
+    # SIGTERM to host 1 only, mid-run: JAX's preemption sync point stops both hosts at one step, both save it and
+    # exit with 143 (launch/cluster.py); the same command then resumes and ends bit-identical to the reference.
+    preempted = tmp_path / "preempted"
+    procs = start(preempted, tmp_path, "--pace_s=0.15")
+    deadline = time.monotonic() + TIMEOUT_S
+    while max((r["step"] for r in read_metrics(str(preempted))), default=0) < 5:
+        assert all(p.poll() is None for p, _ in procs), "a host ended before the signal"
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    procs[1][0].send_signal(signal.SIGTERM)
+    results = finish(procs)
+    assert [rc for rc, _ in results] == [143, 143], results[0][1][-3000:] + results[1][1][-3000:]
+    stops = [int(re.search(r"stopped by SIGTERM after step (\d+)", out).group(1)) for _, out in results]
+    assert stops[0] == stops[1] and 5 <= stops[0] < 12 and stops[0] in checkpoint_steps(preempted)
+    assert saved(results[0][1]) == saved(results[1][1])
+    for rc, output in finish(start(preempted, tmp_path)):
+        assert rc == 0 and f"Resumed from step {stops[0]}" in output, output[-4000:]
+    ref, res = final_state(reference, 12), final_state(preempted, 12)
+    assert res["data"] == ref["data"]
+    leaves = jax.tree_util.tree_flatten_with_path(ref["state"])[0]
+    assert len(leaves) > 50
+    for (path, a), b in zip(leaves, jax.tree.leaves(res["state"])):
+        assert np.array_equal(a, b), f"{jax.tree_util.keystr(path)} differs after the SIGTERM and resume"
+
+
+def test_host_zeros_clock_decides_a_safety_save_for_every_host(tmp_path):
+    """The other way round: host 0's clock jumps, and both hosts take the same safety save (then pruned, being
+    neither on the schedule nor the newest)."""
+    workdir = tmp_path / "run"
+    results = finish(start(workdir, tmp_path, "--num_steps=6", only={0: ["--jump_clock_after=3"]}))
+    for rc, output in results:
+        assert rc == 0, output[-4000:]
+    assert saved(results[0][1]) == saved(results[1][1]) == [(3, "safety"), (4, "scheduled"), (6, "scheduled")]
+    assert checkpoint_steps(workdir) == [4, 6]

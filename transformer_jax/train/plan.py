@@ -1,0 +1,111 @@
+"""A run's plan on a cluster layout, computed without the cluster: rows × length of each bucket's step (§5.1),
+real tokens per step, the checkpoint schedule and the averaging window (§6.1), and the compiled per-device memory.
+
+``transformer-jax describe --config=base --num_processes=8 --devices_per_process=4`` prints it, and the trainer
+uses the same :func:`row_multiple`, so what ``describe`` shows is what training does.
+"""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+
+from transformer_jax.data.batch_plan import BucketPlan, plan_steps, plan_warnings
+from transformer_jax.data.batching import bucket_lengths
+from transformer_jax.train import sharding
+from transformer_jax.train.checkpoint import planned_schedule
+
+
+def row_multiple(config: ml_collections.ConfigDict, num_devices: int) -> int:
+    """Global rows of every step are a multiple of this: data-parallel devices (data × fsdp, over ALL hosts) ×
+    gradient-accumulation steps, so every device gets whole rows of every micro-batch."""
+    data, fsdp, _ = sharding.mesh_shape(config.train.mesh, num_devices)
+    return data * fsdp * int(config.train.grad_accum_steps)
+
+
+@dataclasses.dataclass
+class LayoutPlan:
+    """What a run of ``config`` does on ``num_processes × devices_per_process`` devices."""
+
+    num_processes: int
+    devices_per_process: int
+    row_multiple: int
+    buckets: list[BucketPlan]
+    warnings: list[str]
+    checkpoint_every_steps: int
+    average_last: int
+    average_steps: list[int]  # the scheduled checkpoints the final avgN averages
+
+    @property
+    def num_devices(self) -> int:
+        return self.num_processes * self.devices_per_process
+
+    @property
+    def average_window_steps(self) -> int:
+        """Steps from the first to the last averaged checkpoint."""
+        return self.average_steps[-1] - self.average_steps[0] if self.average_steps else 0
+
+    def as_dict(self, tokens_per_batch: int, accum: int) -> dict:
+        data_parallel = self.row_multiple // accum
+        return {
+            "num_processes": self.num_processes,
+            "devices_per_process": self.devices_per_process,
+            "batch_shapes": [[b.rows, b.length] for b in self.buckets],
+            "rows_per_device": [b.rows // data_parallel // accum for b in self.buckets],
+            "filled_rows": [b.filled_rows for b in self.buckets],
+            "fill_rates": [round(b.fill_rate, 4) for b in self.buckets],
+            "tokens_per_step": [round(b.real_tokens) for b in self.buckets],
+            "configured_tokens_per_step": tokens_per_batch,
+            "grad_accum_steps": accum,
+            "checkpoint_every_steps": self.checkpoint_every_steps,
+            "average_last": self.average_last,
+            "average_steps": self.average_steps,
+            "average_window_steps": self.average_window_steps,
+            "warnings": self.warnings,
+        }
+
+
+def layout_plan(config: ml_collections.ConfigDict, num_processes: int, devices_per_process: int,
+                fill_rates: list[float] | None = None) -> LayoutPlan:
+    """The plan of ``config`` on a layout; ``fill_rates`` default to ``config.data.planning_fill_rate``."""
+    d, t = config.data, config.train
+    lengths = bucket_lengths(int(d.max_length), int(d.num_length_buckets))
+    multiple = row_multiple(config, num_processes * devices_per_process)
+    fills = fill_rates or [float(d.planning_fill_rate)] * len(lengths)
+    buckets = plan_steps(int(d.tokens_per_batch), lengths, multiple, fills)
+    schedule = planned_schedule(int(t.checkpoint_every_steps), int(t.num_steps))
+    last = int(config.decode.average_last)
+    return LayoutPlan(num_processes, devices_per_process, multiple, buckets,
+                      plan_warnings(buckets, int(d.tokens_per_batch), multiple), int(t.checkpoint_every_steps),
+                      last, schedule[-last:])
+
+
+def step_memory(config: ml_collections.ConfigDict, rows: int, length: int) -> dict:
+    """XLA's memory analysis of one compiled training step on one device with ``rows × length`` per side (bytes).
+
+    It is compiled for this machine's backend (CPU here): GPU/TPU compilers differ by their fusion and layout
+    choices, not by the model's own arrays (parameters, Adam moments, activations kept for the backward pass).
+    """
+    from transformer_jax.train.step import make_setup, make_train_step  # the model: only when memory is asked for
+
+    mesh = sharding.make_mesh(config.train.mesh, jax.devices()[:1])
+    setup = make_setup(config, mesh)
+    batch = {k: jax.ShapeDtypeStruct((rows, length), jnp.int32, sharding=sharding.batch_sharding(mesh))
+             for k in ("inputs", "targets")}
+    with jax.set_mesh(mesh):
+        compiled = make_train_step(setup).lower(setup.abstract_state, batch).compile()
+    stats = compiled.memory_analysis()
+    total = (stats.argument_size_in_bytes + stats.output_size_in_bytes - stats.alias_size_in_bytes
+             + stats.temp_size_in_bytes)
+    return {"argument_bytes": stats.argument_size_in_bytes, "output_bytes": stats.output_size_in_bytes,
+            "temp_bytes": stats.temp_size_in_bytes, "alias_bytes": stats.alias_size_in_bytes, "total_bytes": total}
+
+
+def device_memory(config: ml_collections.ConfigDict, plan: LayoutPlan) -> dict:
+    """Compiled memory of one data-parallel device's step (all its micro-batches) for the bucket with the most
+    tokens per device (ties: the longest rows, whose attention is largest)."""
+    data_parallel = plan.row_multiple // int(config.train.grad_accum_steps)
+    bucket = max(plan.buckets, key=lambda b: (b.rows * b.length, b.length))
+    rows = bucket.rows // data_parallel
+    return {"rows": rows, "length": bucket.length, **step_memory(config, rows, bucket.length)}
