@@ -18,31 +18,13 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import jax
-import jax.numpy as jnp
-
 from configs import base, big
 from transformer_jax.model.size import count_parameters, flops_per_target_token
-from transformer_jax.train import sharding
-from transformer_jax.train.step import make_setup, make_train_step
+from transformer_jax.train.plan import step_memory
 
 CONFIGS = {"base": base.get_config, "big": big.get_config}
 # Dense peak TFLOP/s per chip in bf16 (vendor figures).
 ACCELERATORS = {"H100 SXM": 989.0, "A100": 312.0, "TPU v5e": 197.0, "TPU v4": 275.0, "P100 (fp32, the paper's)": 9.3}
-
-
-def step_memory(config, rows: int, length: int) -> dict:
-    """XLA's memory analysis of one compiled training step on one device (bytes)."""
-    mesh = sharding.make_mesh(config.train.mesh, jax.devices()[:1])
-    setup = make_setup(config, mesh)
-    batch_sharding = sharding.batch_sharding(mesh)
-    batch = {k: jax.ShapeDtypeStruct((rows, length), jnp.int32, sharding=batch_sharding)
-             for k in ("inputs", "targets")}
-    with jax.set_mesh(mesh):
-        compiled = make_train_step(setup).lower(setup.abstract_state, batch).compile()
-    stats = compiled.memory_analysis()
-    return {"argument_bytes": stats.argument_size_in_bytes, "output_bytes": stats.output_size_in_bytes,
-            "temp_bytes": stats.temp_size_in_bytes, "alias_bytes": stats.alias_size_in_bytes}
 
 
 def estimate(name: str, chips: int, length: int, dtype: str, mfu: float) -> dict:
@@ -51,7 +33,7 @@ def estimate(name: str, chips: int, length: int, dtype: str, mfu: float) -> dict
     tokens = int(config.data.tokens_per_batch)  # per side (source, target) per step
     rows = max(1, tokens // chips // length)
     mem = step_memory(config, rows, length)
-    peak_bytes = mem["argument_bytes"] + mem["output_bytes"] - mem["alias_bytes"] + mem["temp_bytes"]
+    peak_bytes = mem["total_bytes"]
     steps = int(config.train.num_steps)
     # §5.1: "approximately 25000 source tokens and 25000 target tokens": tokens_per_batch counts each side.
     flops = flops_per_target_token(config.model, length) * tokens * steps
