@@ -79,6 +79,11 @@ def test_save_config_refuses_only_model_changes(tmp_path):
     config.train.num_steps += 1  # the training section may change on resume (more steps, another eval cadence)
     save_config(config, str(tmp_path))
     assert load_config(str(tmp_path)).train.num_steps == config.train.num_steps
+    # how the same parameters are computed may change too: a run resumes on a GPU in bf16 ("auto")
+    config.model.dtype, config.model.attention_implementation = "bfloat16", "xla"
+    save_config(config, str(tmp_path))
+    del config.model["attention_implementation"]  # run folders written before the field existed
+    save_config(config, str(tmp_path))
     config.model.num_heads = 4
     with pytest.raises(ValueError, match="num_heads"):
         save_config(config, str(tmp_path))

@@ -5,6 +5,15 @@ Queries, keys and values are tokens-major ([B, L, H, K]): the projection's matmu
 per-head einsums read them as they are. (Heads-major [B, H, L, K] cost a transpose of every projection's input
 and output in training on CPU — a 9% slower base step.) The decoding caches are heads-major, keys transposed
 ([B, H, K, S]): a few queries per step read those fastest.
+
+Two implementations of §3.2.1, chosen by ``model.attention_implementation`` when a function is traced
+(`attention_implementation`): the einsums of `scaled_dot_product_attention` ("cpu", tuned for XLA:CPU, the
+default there) and `jax.nn.dot_product_attention` ("xla", or "cudnn" for cuDNN's fused flash-attention kernel;
+the default on GPU/TPU), see `fused_attention`. Cached decoding always takes the einsum path, on every backend:
+a step has only K (beam) queries against a cache stored in the layout above, and its mask (each hypothesis's
+ancestry, `beam_cache_mask`) is no mask type a fused kernel knows, so a fused call would gain nothing and cost a
+copy of the whole cache into [B, S, H, K] every step. Attention-weight dropout in training (off in the paper)
+takes the einsum path too: a fused kernel never forms the weights it would drop.
 """
 
 import jax
@@ -16,6 +25,8 @@ from transformer_jax.model.linear import linear
 from transformer_jax.model.params import dense_param, zeros_param
 
 Mask = jax.Array  # bool [B, 1, L, S]: True where a query may attend to a key.
+
+IMPLEMENTATIONS = ("auto", "cpu", "xla", "cudnn")  # model.attention_implementation (configs/base.py)
 
 
 def padding_mask(q_segments: jax.Array, k_segments: jax.Array) -> Mask:
@@ -55,7 +66,7 @@ def beam_cache_mask(slots: jax.Array, index: jax.Array) -> Mask:
 
 def scaled_dot_product_attention(
     q: jax.Array, k: jax.Array, v: jax.Array, mask: Mask | None, dropout_rate: float = 0.0,
-    dropout_key: jax.Array | None = None, cached: bool = False,
+    dropout_key: jax.Array | None = None, cached: bool = False, causal: bool = False,
 ) -> jax.Array:
     """§3.2.1: softmax(Q Kᵀ / √d_k) V, per head.
 
@@ -65,11 +76,13 @@ def scaled_dot_product_attention(
     Args:
       q: [B, L, H, K]; k: [B, S, H, K] and v: [B, S, H, V], or with ``cached`` the decoding caches' layout
         k: [B, H, K, S] and v: [B, H, S, V] (`MultiHeadAttention.cache_layout`); mask: bool broadcastable to
-        [B, H, L, S].
+        [B, H, L, S]; causal: also apply `causal_mask` (self-attention, L = S).
     Returns:
       [B, L, H, V] in v's dtype.
     """
     d_k = q.shape[-1]
+    if causal:
+        mask = causal_mask(q.shape[1]) if mask is None else mask & causal_mask(q.shape[1])
     if cached:  # a few queries against long caches: move the queries, never the cache
         q = jnp.swapaxes(q, 1, 2)
     spec = "bhlk,bhks->bhls" if cached else "blhk,bshk->bhls"
@@ -85,17 +98,77 @@ def scaled_dot_product_attention(
     return jnp.einsum("bhls,bshv->blhv", weights.astype(v.dtype), v)
 
 
+def attention_implementation(name: str, q: jax.Array, v: jax.Array, mask: Mask | None) -> str:
+    """Resolves ``model.attention_implementation`` when the caller is traced: "cpu", "xla" or "cudnn".
+
+    "auto" is "cpu" (the einsum path) when ``jax.default_backend()`` is the CPU, else `fused_attention`: "cudnn"
+    on GPU where its fused kernel takes these operands — bfloat16/float16, head size ≤ 128 and a multiple of 8,
+    even lengths when a mask is given (it becomes the kernel's bias) — and "xla" otherwise (TPU, float32, …).
+    """
+    if name not in IMPLEMENTATIONS:
+        raise ValueError(f"Unknown model.attention_implementation {name!r}; valid: {', '.join(IMPLEMENTATIONS)}.")
+    if name != "auto":
+        return name
+    backend = jax.default_backend()
+    if backend == "cpu":
+        return "cpu"
+    width = max(q.shape[-1], v.shape[-1])
+    fits_cudnn = (q.dtype in (jnp.bfloat16, jnp.float16) and width % 8 == 0 and width <= 128
+                  and (mask is None or (q.shape[1] % 2 == 0 and v.shape[1] % 2 == 0)))
+    return "cudnn" if backend == "gpu" and fits_cudnn else "xla"
+
+
+def fused_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: Mask | None, causal: bool = False,
+                    implementation: str = "xla") -> jax.Array:
+    """§3.2.1 through ``jax.nn.dot_product_attention``: the same results as `scaled_dot_product_attention`.
+
+    Its layout is ours (tokens-major [B, L, H, K]). The masks map to its arguments as: the padding / packed-segment
+    mask (bool [B, 1, L, S], True = may attend) → ``mask`` (cuDNN turns it into an additive bias); causal →
+    ``is_causal`` (cuDNN then skips the blocks above the diagonal). It needs one head size for Q, K and V, so
+    when d_k ≠ d_v (Table 3 rows B) the narrower of Q/K and V is zero-padded — q·k and the weighted sums do not
+    change, the scale stays 1/√d_k — and the output sliced back to d_v. Fully masked query rows (padding) are
+    set to exactly 0, as in the einsum path (the kernel averages V there).
+
+    Args:
+      q: [B, L, H, K]; k: [B, S, H, K]; v: [B, S, H, V], one dtype; mask: bool broadcastable to [B, H, L, S];
+      causal: self-attention with `causal_mask` (L = S); implementation: "xla" or "cudnn".
+    Returns:
+      [B, L, H, V] in v's dtype.
+    """
+    d_k, d_v = q.shape[-1], v.shape[-1]
+    width = max(d_k, d_v)
+
+    def widen(x: jax.Array) -> jax.Array:
+        return jnp.pad(x, ((0, 0),) * 3 + ((0, width - x.shape[-1]),)) if x.shape[-1] < width else x
+
+    out = jax.nn.dot_product_attention(widen(q), widen(k), widen(v), mask=mask, scale=d_k**-0.5, is_causal=causal,
+                                       implementation=implementation)[..., :d_v]
+    if mask is None:  # (is_causal alone leaves every query its own key)
+        return out
+    if causal:
+        mask = mask & causal_mask(q.shape[1])
+    live = jnp.transpose(jnp.any(mask, axis=-1), (0, 2, 1))[..., None]  # [B, L, H or 1, 1]: any key allowed
+    return jnp.where(live, out, jnp.zeros((), out.dtype))
+
+
 class MultiHeadAttention(nnx.Module):
     """§3.2.2: MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
 
     ``num_heads``, ``d_k`` and ``d_v`` are independent (Table 3 rows A and B): W^Q, W^K map d_model → h·d_k,
-    W^V maps d_model → h·d_v and W^O maps h·d_v → d_model.
+    W^V maps d_model → h·d_v and W^O maps h·d_v → d_model. ``implementation``: see `attention_implementation`.
     """
 
     def __init__(self, d_model: int, num_heads: int, d_k: int, d_v: int, *, use_bias: bool,
-                 dropout_rate: float, dtype: jnp.dtype, rngs: nnx.Rngs):
+                 dropout_rate: float, dtype: jnp.dtype, rngs: nnx.Rngs, implementation: str = "auto"):
+        if implementation not in IMPLEMENTATIONS:
+            raise ValueError(f"Unknown model.attention_implementation {implementation!r}; "
+                             f"valid: {', '.join(IMPLEMENTATIONS)}.")
+        if implementation in ("xla", "cudnn") and dropout_rate > 0:
+            raise ValueError(f"attention_dropout_rate > 0 drops attention weights, which "
+                             f"attention_implementation={implementation!r} (jax.nn.dot_product_attention) never "
+                             f"forms; use 'auto' (the einsum path where weights are dropped) or 'cpu'.")
         self.num_heads, self.d_k, self.d_v, self.dtype = num_heads, d_k, d_v, dtype
-        self.dropout_rate = dropout_rate
+        self.dropout_rate, self.implementation = dropout_rate, implementation
         self.use_bias = use_bias
         self.w_q = dense_param(rngs, (d_model, num_heads, d_k), ("embed", "heads", "kv"), fan_in=d_model)
         self.w_k = dense_param(rngs, (d_model, num_heads, d_k), ("embed", "heads", "kv"), fan_in=d_model)
@@ -130,16 +203,24 @@ class MultiHeadAttention(nnx.Module):
         return self.cache_layout(*self.key_value(x))
 
     def attend(self, q: jax.Array, k: jax.Array, v: jax.Array, mask: Mask | None,
-               dropout_key: jax.Array | None = None, cached: bool = False) -> jax.Array:
-        """Attention over given K/V (in the caches' layout with ``cached``), then W^O: returns [B, L, D]."""
-        heads = scaled_dot_product_attention(q, k, v, mask, self.dropout_rate, dropout_key, cached)  # [B, L, H, V]
+               dropout_key: jax.Array | None = None, cached: bool = False, causal: bool = False) -> jax.Array:
+        """Attention over given K/V (in the caches' layout with ``cached``), then W^O: returns [B, L, D].
+
+        ``causal`` adds `causal_mask` to ``mask`` (masked self-attention, §3.2.3).
+        """
+        dropping = dropout_key is not None and self.dropout_rate > 0
+        implementation = "cpu" if cached or dropping else attention_implementation(self.implementation, q, v, mask)
+        if implementation == "cpu":
+            heads = scaled_dot_product_attention(q, k, v, mask, self.dropout_rate, dropout_key, cached, causal)
+        else:
+            heads = fused_attention(q, k, v, mask, causal, implementation)  # [B, L, H, V]
         return linear(heads, self.w_o[...], self.b_o[...] if self.use_bias else None, axes=2, dtype=self.dtype)
 
     def __call__(self, x_q: jax.Array, x_kv: jax.Array, mask: Mask | None,
-                 dropout_key: jax.Array | None = None) -> jax.Array:
+                 dropout_key: jax.Array | None = None, causal: bool = False) -> jax.Array:
         """Queries from ``x_q`` [B, L, D], keys and values from ``x_kv`` [B, S, D]; returns [B, L, D]."""
         k, v = self.key_value(x_kv)
-        return self.attend(self.query(x_q), k, v, mask, dropout_key)
+        return self.attend(self.query(x_q), k, v, mask, dropout_key, causal=causal)
 
     def step(self, x: jax.Array, k_cache: jax.Array, v_cache: jax.Array, mask: Mask,
              index: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:

@@ -18,10 +18,11 @@ import jax.numpy as jnp
 import ml_collections
 from flax import nnx
 
-from transformer_jax.model.attention import beam_cache_mask, causal_mask, padding_mask
+from transformer_jax.model.attention import beam_cache_mask, padding_mask
 from transformer_jax.model.dropout import dropout, fold
 from transformer_jax.model.embedding import Embedding, PositionalEncoding
 from transformer_jax.model.layers import DecoderLayer, EncoderLayer, LayerNorm
+from transformer_jax.model.precision import compute_dtype
 
 START_ID = 0  # the decoder's first input (PAD): see the module docstring.
 
@@ -45,7 +46,7 @@ class Transformer(nnx.Module):
     """Encoder-decoder Transformer (§3) built from ``config.model`` (configs/base.py documents every field)."""
 
     def __init__(self, m: ml_collections.ConfigDict, *, rngs: nnx.Rngs):
-        dtype = jnp.dtype(m.dtype)
+        dtype = compute_dtype(m.dtype)
         self.config = ml_collections.FrozenConfigDict(m)  # hashable: the GraphDef can be a static jit arg
         self.shared = m.share_embeddings
         if self.shared:  # §3.4: one matrix for source, target and pre-softmax projection.
@@ -62,8 +63,8 @@ class Transformer(nnx.Module):
         self.decoder_layers = nnx.List([DecoderLayer(m, rngs=rngs) for _ in range(m.num_decoder_layers)])
         self.pre_ln = m.norm_position == "pre"
         if self.pre_ln:  # pre-LN needs a final normalization of each stack's output.
-            self.encoder_norm = LayerNorm(m.d_model, m.layer_norm_epsilon)
-            self.decoder_norm = LayerNorm(m.d_model, m.layer_norm_epsilon)
+            self.encoder_norm = LayerNorm(m.d_model, m.layer_norm_epsilon, dtype)
+            self.decoder_norm = LayerNorm(m.d_model, m.layer_norm_epsilon, dtype)
         self.dropout_rate = m.dropout_rate
 
     def embeddings(self) -> tuple[Embedding, Embedding, Embedding]:
@@ -91,7 +92,7 @@ class Transformer(nnx.Module):
         segmentation, position = _segments_and_positions(targets, targets_segmentation, targets_position)
         y = self.target_positions(self.embeddings()[1](shift_right(targets, position)), position)
         y = dropout(y, self.dropout_rate, fold(dropout_key, 0))
-        self_mask = padding_mask(segmentation, segmentation) & causal_mask(targets.shape[1])
+        self_mask = padding_mask(segmentation, segmentation)  # the layers add the causal mask (§3.2.3)
         cross_mask = padding_mask(segmentation, src_segmentation)
         for i, layer in enumerate(self.decoder_layers):
             y = layer(y, memory, self_mask, cross_mask, fold(dropout_key, i + 1))
@@ -136,7 +137,7 @@ class Transformer(nnx.Module):
         ``slots``: int32 [B, beam, T], each hypothesis's ancestry (see `reorder_cache`); ``index``: the step.
         """
         m = self.config
-        dtype = jnp.dtype(m.dtype)
+        dtype = compute_dtype(m.dtype)
         rows = max_len * beam_size
         kv = [(jnp.zeros((batch_size, m.num_heads, m.d_k, rows), dtype),
                jnp.zeros((batch_size, m.num_heads, rows, m.d_v), dtype)) for _ in range(m.num_decoder_layers)]

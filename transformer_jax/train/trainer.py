@@ -31,6 +31,8 @@ logger = logging.getLogger(__name__)
 CONFIG_FILE = "config.json"
 # Sections that define what a checkpoint means: they must not change when a run resumes.
 FROZEN_SECTIONS = ("model",)
+# ... except fields that only choose how the same parameters are computed (a run may resume on another backend).
+COMPUTE_ONLY_FIELDS = {"model": ("dtype", "attention_implementation")}
 
 
 class NonFiniteLossError(RuntimeError):
@@ -46,9 +48,10 @@ def save_config(config: ml_collections.ConfigDict, workdir: str) -> None:
         with open(path) as f:
             old = json.load(f)
         for section in FROZEN_SECTIONS:
-            if old.get(section) != new.get(section):
-                changed = sorted(k for k in set(old[section]) | set(new[section])
-                                 if old[section].get(k) != new[section].get(k))
+            free = COMPUTE_ONLY_FIELDS.get(section, ())
+            changed = sorted(k for k in set(old[section]) | set(new[section])
+                             if k not in free and old[section].get(k) != new[section].get(k))
+            if changed:
                 raise ValueError(f"{workdir} holds a run with a different config.{section} "
                                  f"(changed: {', '.join(changed)}); use a new --workdir.")
     if jax.process_index() != 0:  # one writer; every process checked the frozen sections above
