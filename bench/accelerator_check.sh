@@ -8,4 +8,4 @@
 # PYTHON picks the interpreter (default python3); extra arguments go to the Python script (see its --help).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec timeout --signal=TERM 480 "${PYTHON:-python3}" bench/accelerator_check.py "$@"
+exec timeout --signal=TERM "${CHECK_TIMEOUT_S:-480}" "${PYTHON:-python3}" bench/accelerator_check.py "$@"

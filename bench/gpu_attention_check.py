@@ -2,8 +2,8 @@
 
 Run from the repository root on a GPU machine (ml_collections must be importable there)::
 
-    PYTHONPATH=. PYTHONUNBUFFERED=1 python3 tests/scripts/gpu_attention_check.py   # a few minutes on one H200
-    PYTHONPATH=. SMALL=1 python tests/scripts/gpu_attention_check.py               # smoke run on CPU (no cuDNN)
+    PYTHONPATH=. PYTHONUNBUFFERED=1 python3 bench/gpu_attention_check.py   # a few minutes on one H200
+    PYTHONPATH=. SMALL=1 python bench/gpu_attention_check.py               # smoke run on CPU (no cuDNN)
     SECTIONS=environment,mask_kinds ...                                            # only those sections
 
 1. "auto" resolves to bfloat16 and to "cudnn" on the GPU (and the compiled step holds cuDNN's fused attention).
