@@ -35,13 +35,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from configs import base, big, tiny
-from transformer_jax.data.batching import eval_batches
+from transformer_jax.data.batching import BATCH_KEYS, eval_batches
 from transformer_jax.data.tokenizer import EOS_ID
 from transformer_jax.decode.translate import make_decode_fn
 from transformer_jax.model.size import flops_per_target_token
 from transformer_jax.train import sharding
 from transformer_jax.train.plan import layout_plan
-from transformer_jax.train.step import BATCH_KEYS, init_state, make_setup, make_train_step
+from transformer_jax.train.step import init_state, make_setup, make_train_step
 
 VENDOR_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "cpu": None}  # dense, per chip
 NEWSTEST_SENTENCES = 3003  # newstest2014 EN-DE

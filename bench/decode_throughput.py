@@ -5,8 +5,7 @@
 One decode = a batch of 32 sentences of 24 source tokens (random ids, random weights from
 transformer_jax.train.step), encoded once, then beam search for exactly 34 target tokens per sentence: the EOS
 logit is set to -inf so no hypothesis can end early, the peers' setting (../shared/bench/peers/PEERS.md). The
-decode function mirrors transformer_jax/decode/translate.make_decode_fn (same cache length, input length +
-max_length_offset, same beam_search); only the forced length differs. Compilation is excluded (warm-up calls).
+decode function is the library's (transformer_jax/decode/translate.make_decode_fn with ``forced_length``). Compilation is excluded (warm-up calls).
 Generated tokens per decode = 32 × 34. Prints the fp32 matmul peak measured in the same run (the machine may be
 shared), one JSON line per shape, and a last JSON line with every shape. --profile splits a decode into the
 encoder, the cached decoder steps alone, and the search's own work (log_softmax, top-k, the cache ancestry).
@@ -27,37 +26,10 @@ from flax import nnx
 from bench.common import matmul_peak_gflops, shape_config, summary, timed
 from transformer_jax.data.tokenizer import EOS_ID
 from transformer_jax.decode.beam_search import beam_search
+from transformer_jax.decode.translate import make_decode_fn
 from transformer_jax.model.transformer import START_ID
 from transformer_jax.train import sharding
 from transformer_jax.train.step import init_state, make_setup
-
-
-def make_forced_decode_fn(config, graphdef, gen_len: int, beam_size: int, tight_cache: bool):
-    """``fn(params, inputs int32[B, S]) -> (ids [B, T], lengths [B])``: beam search for exactly ``gen_len`` tokens.
-
-    As translate.make_decode_fn, except that EOS can never be chosen and every sentence's maximum length is
-    ``gen_len`` (so the search runs ``gen_len`` steps). ``tight_cache`` sizes the cache to ``gen_len`` instead of
-    the library's ``min(S + max_length_offset, max_len)`` (to measure what the +50 slots cost).
-    """
-    d = config.decode
-
-    def decode(params, inputs):
-        model = nnx.merge(graphdef, params)
-        batch_size, src_len = inputs.shape
-        max_decode_len = gen_len if tight_cache else min(src_len + d.max_length_offset, config.model.max_len)
-        memory = model.prepare_memory(model.encode(inputs), inputs)
-        cache = model.init_cache(batch_size, max_decode_len, beam_size)
-
-        def step_fn(tokens, cache):
-            logits, cache = model.decode_step(tokens, memory, cache)
-            return logits.at[:, EOS_ID].set(-jnp.inf), cache  # no hypothesis can end before gen_len
-
-        out = beam_search(step_fn, cache, batch_size=batch_size, beam_size=beam_size, max_decode_len=max_decode_len,
-                          max_lengths=jnp.full((batch_size,), gen_len, jnp.int32), alpha=d.length_penalty,
-                          eos_id=EOS_ID, start_id=START_ID, num_best=1, reorder_fn=model.reorder_cache)
-        return out.sequences[:, 0], out.lengths[:, 0]
-
-    return jax.jit(decode)
 
 
 def profile_parts(config, graphdef, params, inputs, gen_len: int, beam_size: int, cache_len: int,
@@ -118,11 +90,13 @@ def bench_shape(name: str, batch: int, src_len: int, gen_len: int, beam_size: in
     params = init_state(setup)["params"]
     rng = np.random.RandomState(0)
     inputs = jnp.asarray(rng.randint(3, config.model.vocab_size, (batch, src_len)).astype(np.int32))
-    decode = make_forced_decode_fn(config, setup.graphdef, gen_len, beam_size, tight_cache)
-    ids, lengths = decode(params, inputs)
-    assert bool((lengths == gen_len).all()), f"forced length broken: {np.asarray(lengths)}"
-    del ids
-    times = timed(lambda: jax.block_until_ready(decode(params, inputs)), budget_s=budget_s)
+    config.decode.beam_size = beam_size
+    decode = make_decode_fn(config, setup.graphdef, forced_length=gen_len, cache_length=gen_len if tight_cache else None)
+    key = jax.random.PRNGKey(0)
+    ids = np.asarray(decode(params, inputs, key))
+    lengths = (ids != 0).sum(-1)
+    assert bool((lengths == gen_len).all()), f"forced length broken: {lengths}"
+    times = timed(lambda: jax.block_until_ready(decode(params, inputs, key)), budget_s=budget_s)
     s = summary(times)
     tokens = batch * gen_len
     cache_len = gen_len if tight_cache else min(src_len + config.decode.max_length_offset, config.model.max_len)

@@ -17,7 +17,7 @@ def test_packed_batch_loss_equals_sum_of_sentences_unpacked():
              num_decoder_layers=2, max_len=32)
     model = Transformer(m, rngs=nnx.Rngs(0))
     graphdef, params = nnx.split(model, nnx.Param)
-    params = params.to_pure_dict()
+    params = nnx.to_pure_dict(params)
     rng = np.random.RandomState(0)
 
     def sentence(n):

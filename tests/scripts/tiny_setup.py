@@ -53,7 +53,7 @@ def packed_batches(num_batches: int, rows: int = 16, length: int = 16, vocab_siz
     Each row holds 1–3 sentence pairs of random lengths (segment ids 1, 2, …; positions restarting at 0) and
     ends in padding (id 0) of varying amount, so rows carry different numbers of target tokens.
     """
-    from transformer_jax.train.step import BATCH_KEYS  # lazy: callers set XLA_FLAGS before JAX is imported
+    from transformer_jax.data.batching import BATCH_KEYS  # lazy: callers set XLA_FLAGS before JAX is imported
 
     rng = np.random.default_rng(seed)
     batches = []

@@ -9,6 +9,7 @@ evaluation batches come in a handful of lengths (powers of two).
 from collections.abc import Sequence
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 from flax import nnx
 from tqdm import tqdm
@@ -20,21 +21,31 @@ from transformer_jax.model.transformer import START_ID
 from transformer_jax.train import sharding
 
 
-def make_decode_fn(config: ml_collections.ConfigDict, graphdef: nnx.GraphDef):
-    """A jitted ``fn(params, inputs int32[B, S], rng) -> int32[B, T]`` of best output ids (T = S + offset)."""
+def make_decode_fn(config: ml_collections.ConfigDict, graphdef: nnx.GraphDef, *, forced_length: int | None = None,
+                   cache_length: int | None = None):
+    """A jitted ``fn(params, inputs int32[B, S], rng) -> int32[B, T]`` of best output ids (T = S + offset).
+
+    For benchmarks (bench/decode_throughput.py, the peers' setting): ``forced_length`` forbids EOS and makes every
+    sentence exactly that long; ``cache_length`` replaces the cache length ``min(S + offset, max_len)``.
+    """
     d, max_len = config.decode, config.model.max_len
 
     def decode(params: dict, inputs: jax.Array, rng: jax.Array) -> jax.Array:
         model = nnx.merge(graphdef, params)
         batch_size, src_len = inputs.shape
-        max_decode_len = min(src_len + d.max_length_offset, max_len)  # §6.1: input length + 50
+        max_decode_len = cache_length or min(src_len + d.max_length_offset, max_len)  # §6.1: input length + 50
         max_lengths = (inputs != 0).sum(-1) + d.max_length_offset  # per sentence
+        if forced_length is not None:
+            max_lengths = jnp.full((batch_size,), forced_length, jnp.int32)
         memory = model.prepare_memory(model.encode(inputs), inputs)  # once per sentence, shared by its beams
         beams = d.beam_size if d.method == "beam" else 1
         cache = model.init_cache(batch_size, max_decode_len, beams)
 
         def step_fn(tokens, cache):
-            return model.decode_step(tokens, memory, cache)
+            logits, cache = model.decode_step(tokens, memory, cache)
+            if forced_length is not None:
+                logits = logits.at[:, EOS_ID].set(-jnp.inf)  # no hypothesis ends before forced_length
+            return logits, cache
 
         common = dict(batch_size=batch_size, max_decode_len=max_decode_len, max_lengths=max_lengths,
                       eos_id=EOS_ID, start_id=START_ID)

@@ -22,9 +22,6 @@ from transformer_jax.train import sharding
 from transformer_jax.train.loss import projected_cross_entropy_sums
 from transformer_jax.train.optimizer import learning_rate_schedule, make_optimizer
 
-BATCH_KEYS = ("inputs", "targets", "inputs_segmentation", "targets_segmentation", "inputs_position",
-              "targets_position")
-
 
 @dataclasses.dataclass
 class Setup:
@@ -46,7 +43,7 @@ def _param_shardings(abstract_params: nnx.State, mesh: jax.sharding.Mesh) -> dic
     specs = jax.tree.map(
         lambda v: NamedSharding(mesh, sharding.logical_to_spec(v.get_metadata()["logical_axes"], v.shape, mesh)),
         abstract_params, is_leaf=lambda x: isinstance(x, nnx.Variable))
-    return specs.to_pure_dict()
+    return nnx.to_pure_dict(specs)
 
 
 def make_setup(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh) -> Setup:
@@ -55,7 +52,7 @@ def make_setup(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh) -> Se
     graphdef, abstract_params = nnx.split(abstract_model, nnx.Param)
     param_shardings = _param_shardings(abstract_params, mesh)
     tx = make_optimizer(config)
-    abstract_opt = jax.eval_shape(tx.init, abstract_params.to_pure_dict())
+    abstract_opt = jax.eval_shape(tx.init, nnx.to_pure_dict(abstract_params))
     is_sharding = lambda x: isinstance(x, NamedSharding)
     opt_shardings = optax.tree_map_params(tx, lambda _, s: s, abstract_opt, param_shardings,
                                           transform_non_params=lambda _: sharding.replicated(mesh),
@@ -69,7 +66,7 @@ def make_setup(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh) -> Se
 
 def _init(config: ml_collections.ConfigDict, tx: optax.GradientTransformation) -> dict:
     model = Transformer(config.model, rngs=nnx.Rngs(config.seed))
-    params = nnx.state(model, nnx.Param).to_pure_dict()
+    params = nnx.to_pure_dict(nnx.state(model, nnx.Param))
     return {"params": params, "opt_state": tx.init(params), "step": jnp.zeros((), jnp.int32),
             "rng": jax.random.PRNGKey(config.seed + 1)}
 

@@ -20,11 +20,12 @@ from jax.experimental import multihost_utils
 from tqdm import tqdm
 
 from transformer_jax.data import pipeline
+from transformer_jax.data.batching import BATCH_KEYS
 from transformer_jax.train import plan, sharding
 from transformer_jax.train.checkpoint import Checkpointer
 from transformer_jax.train.metrics import MetricsWriter
 from transformer_jax.train.preemption import Preempted, PreemptionWatch
-from transformer_jax.train.step import BATCH_KEYS, Setup, init_state, make_eval_step, make_setup, make_train_step
+from transformer_jax.train.step import Setup, init_state, make_eval_step, make_setup, make_train_step
 
 logger = logging.getLogger(__name__)
 
