@@ -1,4 +1,4 @@
-"""Tests for beam search, greedy search and sampling (§6.1) against scripted step functions."""
+"""Tests for beam search, greedy search and sampling (§6.1) against scripted step functions and random models."""
 
 import functools
 import itertools
@@ -8,8 +8,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
 
-from transformer_jax.decode.beam_search import _beam_search, beam_search, filter_logits, greedy_search, sample
+import transformer_jax.decode.beam_search as bs
+from configs import demo
+from transformer_jax.decode.beam_search import (
+    _beam_search,
+    beam_search,
+    filter_logits,
+    greedy_search,
+    length_penalty,
+    sample,
+)
+from transformer_jax.model.transformer import START_ID, Transformer
 
 EOS = 1
 VOCAB = 4  # 0 = PAD (never emitted), 1 = EOS, 2 and 3 = words
@@ -296,3 +307,198 @@ def test_exhaustive_helper_counts_all_sequences():
     # 3^3 prefixes of words then EOS-or-word at max length 4, plus the shorter EOS-terminated ones.
     assert len(exhaustive(0, 4, 0.6)) == sum(2**n for n in range(3)) + 2**3 * 3
     assert len(set(itertools.chain(seq for seq, _ in exhaustive(0, 4, 0.6)))) == len(exhaustive(0, 4, 0.6))
+
+
+# --- early termination on random models: stopping never changes the output, and the tests can tell ---
+
+RANDOM_VOCAB, RANDOM_LEN, RANDOM_BATCH = 6, 10, 2
+
+
+def random_tables(seed, count):
+    """``count`` random logit functions of the prefix, [count, PRIME, RANDOM_VOCAB] (row = prefix hash).
+
+    Each has its own sharpness and EOS bias, and a random share of its rows is nearly certain of one token (EOS
+    or a word): the near-zero log-probabilities keep live bounds tight against the finished scores, so a stop
+    rule that ends even slightly too early changes some outputs (see `test_too_aggressive_stop_rules_are_caught`).
+    """
+    rng = np.random.RandomState(seed)
+    tables = rng.randn(count, PRIME, RANDOM_VOCAB) * rng.uniform(0.5, 4.0, (count, 1, 1))
+    tables[:, :, EOS] += rng.uniform(-3.0, 1.0, (count, 1))
+    peaked = rng.rand(count, PRIME) < rng.uniform(0.3, 0.9, (count, 1))  # [count, PRIME]
+    token = rng.randint(1, RANDOM_VOCAB, (count, PRIME))
+    tables[np.arange(count)[:, None], np.arange(PRIME), token] += peaked * rng.uniform(4.0, 12.0, (count, PRIME))
+    tables[:, :, 0] = -np.inf  # PAD
+    max_lengths = rng.randint(1, RANDOM_LEN + 1, (count, RANDOM_BATCH)).astype(np.int32)
+    return tables.astype(np.float32), max_lengths
+
+
+def run_random(tables, max_lengths, *, beam, alpha, num_best, early_stop, stop_at=None):
+    """`_beam_search` of every random table (vmapped: one compilation, each its own loop count).
+
+    The constant cache leaf ``stop_at`` ([count], default 0) lets a test's stop rule read a per-table step.
+    """
+    stop_at = jnp.zeros(len(tables), jnp.int32) if stop_at is None else jnp.asarray(stop_at, jnp.int32)
+
+    def one(table, max_length, stop):
+        def step(tokens, cache):
+            h = jnp.where(tokens == 0, cache["hash"], _prefix_hash(cache["hash"], tokens))
+            return table[h], {**cache, "hash": h}
+
+        cache = make_cache(range(RANDOM_BATCH), beam)
+        cache["stop_at"] = jnp.full((RANDOM_BATCH * beam,), stop)
+        return _beam_search(
+            step,
+            cache,
+            batch_size=RANDOM_BATCH,
+            beam_size=beam,
+            max_decode_len=RANDOM_LEN,
+            max_lengths=max_length,
+            alpha=alpha,
+            eos_id=EOS,
+            start_id=0,
+            num_best=num_best,
+            early_stop=early_stop,
+        )
+
+    return jax.jit(jax.vmap(one))(jnp.asarray(tables), jnp.asarray(max_lengths), stop_at)
+
+
+def differing(a, b):
+    """bool[count]: the outputs of two `run_random` calls differ (sequences, lengths; scores beyond rounding:
+    two compilations may round the length penalty differently in the last bit)."""
+    seqs = np.any(np.asarray(a.sequences) != np.asarray(b.sequences), axis=(1, 2, 3))
+    lengths = np.any(np.asarray(a.lengths) != np.asarray(b.lengths), axis=(1, 2))
+    scores = ~np.all(np.isclose(np.asarray(a.scores), np.asarray(b.scores), rtol=1e-6, atol=0), axis=(1, 2))
+    return seqs | lengths | scores
+
+
+@pytest.mark.parametrize(
+    "alpha,beam,num_best", [(0.6, 4, 1), (0.0, 4, 1), (2.0, 4, 1), (-0.5, 3, 1), (0.6, 1, 1), (0.6, 4, 2), (0.6, 4, 4)]
+)
+def test_early_stop_equals_the_full_search_on_random_models(alpha, beam, num_best):
+    tables, max_lengths = random_tables(1, 300)
+    kwargs = {"beam": beam, "alpha": alpha, "num_best": num_best}
+    early, steps = run_random(tables, max_lengths, early_stop=True, **kwargs)
+    full, full_steps = run_random(tables, max_lengths, early_stop=False, **kwargs)
+    assert not np.any(differing(early, full))
+    assert np.all(np.asarray(full_steps) == RANDOM_LEN)
+    assert np.sum(np.asarray(steps) < np.asarray(max_lengths).max(axis=1)) >= 30  # not vacuous: stops happen
+    assert np.all(np.isfinite(np.asarray(early.scores[:, :, 0])))
+
+
+def _rule_with(bound_fn, slack=0.0):
+    """A stop rule like `_can_stop` for num_best = 1 with another bound (fn(state, max_len, alpha) -> [B])."""
+
+    def can_stop(s, max_len, alpha, num_best):
+        best = s.finished_scores[:, 0]
+        no_live = s.live_logprobs[:, 0] == -jnp.inf
+        return no_live | (jnp.isfinite(best) & (bound_fn(s, max_len, alpha) <= best + slack))
+
+    return can_stop
+
+
+def _bound(s, max_len, alpha):  # the correct bound, as in `_can_stop`
+    lp_max = jnp.maximum(length_penalty(s.step + 1, alpha), length_penalty(max_len, alpha))
+    return s.live_logprobs[:, 0] / lp_max
+
+
+def _one_step_earlier(s, max_len, alpha, num_best):
+    """Stops one loop step before the correct rule did (``stop_at``), once every sentence has finished one."""
+    early = (s.step >= s.cache["stop_at"][0] - 1) & jnp.all(jnp.isfinite(s.finished_scores[:, 0]))
+    return _rule_with(_bound)(s, max_len, alpha, num_best) | early
+
+
+TOO_EARLY = {
+    "one step earlier": _one_step_earlier,
+    "bound at the next length, not max length": _rule_with(
+        lambda s, max_len, alpha: s.live_logprobs[:, 0] / length_penalty(s.step + 1, alpha)
+    ),
+    "slack 0.01": _rule_with(_bound, slack=0.01),
+}
+
+
+@pytest.mark.parametrize("rule", list(TOO_EARLY))
+def test_too_aggressive_stop_rules_are_caught(rule, monkeypatch):
+    """The comparison of the test above has power: each rule that stops a little too early changes outputs."""
+    tables, max_lengths = random_tables(2, 500)
+    kwargs = {"beam": 4, "alpha": 2.0, "num_best": 1}
+    correct, steps = run_random(tables, max_lengths, early_stop=True, **kwargs)
+    full, _ = run_random(tables, max_lengths, early_stop=False, **kwargs)
+    assert not np.any(differing(correct, full))
+    monkeypatch.setattr(bs, "_can_stop", TOO_EARLY[rule])
+    wrong, wrong_steps = run_random(tables, max_lengths, early_stop=True, stop_at=steps, **kwargs)
+    assert np.any(differing(wrong, full))
+    assert np.all(np.asarray(wrong_steps) <= np.asarray(steps))
+
+
+@pytest.mark.parametrize("alpha,beam", [(0.6, 4), (2.0, 4), (0.0, 2)])
+def test_one_best_stops_no_later_than_the_worst_of_k_rule(alpha, beam):
+    """num_best = K stops by the worst of the K finished (the rule 1-best used before): same best, more steps."""
+    tables, max_lengths = random_tables(3, 300)
+    one, steps_one = run_random(tables, max_lengths, beam=beam, alpha=alpha, num_best=1, early_stop=True)
+    all_k, steps_k = run_random(tables, max_lengths, beam=beam, alpha=alpha, num_best=beam, early_stop=True)
+    np.testing.assert_array_equal(np.asarray(one.sequences), np.asarray(all_k.sequences[:, :, :1]))
+    np.testing.assert_array_equal(np.asarray(one.lengths), np.asarray(all_k.lengths[:, :, :1]))
+    steps_one, steps_k = np.asarray(steps_one), np.asarray(steps_k)
+    assert np.all(steps_one <= steps_k)
+    assert np.mean(steps_one < steps_k) > 0.2 and steps_one.sum() < 0.9 * steps_k.sum()
+
+
+def test_early_stop_equals_the_full_search_on_random_transformers():
+    """The same on 16 randomly initialised Transformers (with their in-place cache): logits sharpened and EOS
+    favoured by a random amount, so that sentences finish at many lengths and the search stops early."""
+    seeds, batch, beam, length = 16, 3, 4, 12
+    m = demo.get_config().model
+    m.update(
+        {
+            "vocab_size": 12,
+            "d_model": 32,
+            "d_ff": 64,
+            "num_heads": 4,
+            "d_k": 8,
+            "d_v": 8,
+            "num_encoder_layers": 1,
+            "num_decoder_layers": 2,
+            "max_len": 16,
+        }
+    )
+    graphdef, _ = nnx.split(Transformer(m, rngs=nnx.Rngs(0)))
+    params = jax.tree.map(
+        lambda *x: jnp.stack(x), *[nnx.split(Transformer(m, rngs=nnx.Rngs(s)))[1] for s in range(seeds)]
+    )
+    rng = np.random.RandomState(0)
+    inputs = rng.randint(2, 12, (seeds, batch, 6))
+    inputs[:, 1, 4:] = 0  # padding
+    sharpness, eos_bias = rng.uniform(1.0, 6.0, seeds), rng.uniform(0.0, 3.0, seeds)
+    max_lengths = rng.randint(3, length + 1, (seeds, batch))
+
+    def run(early_stop):
+        def one(state, inputs, sharpness, eos_bias, max_lengths):
+            model = nnx.merge(graphdef, state)
+            memory = model.prepare_memory(model.encode(inputs), inputs)
+
+            def step(tokens, cache):
+                logits, cache = model.decode_step(tokens, memory, cache)
+                return (logits * sharpness).at[:, EOS].add(eos_bias), cache
+
+            return _beam_search(
+                step,
+                model.init_cache(batch, length, beam),
+                batch_size=batch,
+                beam_size=beam,
+                max_decode_len=length,
+                max_lengths=max_lengths,
+                alpha=0.6,
+                eos_id=EOS,
+                start_id=START_ID,
+                num_best=1,
+                early_stop=early_stop,
+                reorder_fn=model.reorder_cache,
+            )
+
+        args = (inputs, sharpness.astype(np.float32), eos_bias.astype(np.float32), max_lengths.astype(np.int32))
+        return jax.jit(jax.vmap(one))(params, *map(jnp.asarray, args))
+
+    (early, steps), (full, _) = run(True), run(False)
+    assert not np.any(differing(early, full))
+    assert np.sum(np.asarray(steps) < max_lengths.max(axis=1)) >= 4  # not vacuous

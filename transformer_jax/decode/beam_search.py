@@ -87,6 +87,24 @@ class _BeamState(NamedTuple):
     cache: Any  # leaves [B*K, ...]
 
 
+def _can_stop(s: _BeamState, max_len: jax.Array, alpha: float, num_best: int) -> jax.Array:
+    """Whether each sentence's ``num_best`` best hypotheses are final, bool[B] (the early termination of §6.1).
+
+    A live hypothesis with log-probability s ≤ 0 after t tokens finishes with some length n in [t + 1, max_len]
+    and a log-probability s' ≤ s, so its score is s' / lp(n) ≤ s / lp(n) ≤ s / max(lp(t + 1), lp(max_len)):
+    lp is monotonic in n, so its largest value over the range is at an end (lp(max_len) for α ≥ 0, the other
+    end for α < 0). When the best live bound is ≤ the ``num_best``-th finished score, no later candidate can
+    enter the first ``num_best`` (a tie keeps the older finished hypothesis), so they are final. For
+    ``num_best = 1`` that compares with the best finished score (tensor2tensor's ``stop_early``); for
+    ``num_best = K``, with the worst of the K. A sentence with no live hypothesis left is final too.
+    """
+    best_live = s.live_logprobs[:, 0]  # [B] (sorted)
+    lp_max = jnp.maximum(length_penalty(s.step + 1, alpha), length_penalty(max_len, alpha))  # [B]
+    bound = best_live / lp_max  # [B]: best score any live hypothesis can still reach
+    last_kept = s.finished_scores[:, num_best - 1]  # [B] (sorted); -inf until num_best hypotheses finished
+    return (best_live == _NEG_INF) | (jnp.isfinite(last_kept) & (bound <= last_kept))
+
+
 def beam_search(
     step_fn: StepFn,
     cache: Any,
@@ -109,12 +127,10 @@ def beam_search(
     to the finished set (top K by score = log p(Y) / lp(Y), lp(Y) = ((5 + |Y|) / 6)^α, |Y| counting EOS);
     the best K others stay live, and ``reorder_fn`` makes each continue its parent beam.
 
-    Early termination: a live hypothesis with log-probability s and current length t can finish with any
-    length in [t + 1, max_len] and its log-probability only decreases, so its final score is at most
-    s / max(lp(t + 1), lp(max_len)) (= s / lp(max_len) for α ≥ 0; the max also covers α < 0). The loop stops
-    when, for every sentence, the best live bound is ≤ the worst of K finished scores, or no live hypothesis
-    is left (all reached max length). Ties keep the earlier finished hypothesis, so stopping early never
-    changes the result.
+    Early termination ("terminate early when possible", §6.1): the loop stops once no live hypothesis of any
+    sentence can still enter the ``num_best`` returned ones (see `_can_stop`); for the 1-best output of
+    translation that is as soon as none can beat the best finished one, as in tensor2tensor's ``stop_early``.
+    Stopping early never changes the result.
 
     With ``beam_size=1`` the live beam follows the greedy path, but the 2 candidates per step also let an
     EOS that is not the argmax finish; the result equals `greedy_search` unless such a side exit outscores
@@ -179,14 +195,8 @@ def _beam_search(
     max_len = _max_lengths(max_lengths, b_size, length)  # [B]
 
     def cond_fn(s: _BeamState) -> jax.Array:
-        best_live = s.live_logprobs[:, 0]  # [B] (sorted)
-        lp_max = jnp.maximum(length_penalty(s.step + 1, alpha), length_penalty(max_len, alpha))  # [B]
-        bound = best_live / lp_max  # [B]: best score any live hypothesis can still reach
-        worst_finished = s.finished_scores[:, -1]  # [B] (sorted); -inf until K hypotheses finished
-        no_live = best_live == _NEG_INF
-        done = no_live | (jnp.isfinite(worst_finished) & (bound <= worst_finished))  # [B]
         keep_going = s.step < length
-        return keep_going & ~jnp.all(done) if early_stop else keep_going
+        return keep_going & ~jnp.all(_can_stop(s, max_len, alpha, num_best)) if early_stop else keep_going
 
     def body_fn(s: _BeamState) -> _BeamState:
         logits, new_cache = step_fn(s.live_tokens.reshape(b_size * k), s.cache)  # [B*K, V]
