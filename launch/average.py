@@ -10,29 +10,35 @@ the run's current last N checkpoints.
 """
 
 import json
+import os
 import sys
 
 from absl import flags
 
-from launch import cluster, logs
+from launch import cluster, logs, overrides
 from launch.flags import JSON, WORKDIR
 from transformer_jax.decode.restore import write_average
-from transformer_jax.train.trainer import load_config
 
 LAST = flags.DEFINE_integer(
     "last", None, "Number of most recent checkpoints to average (default: the run's config.decode.average_last; "
     "§6.1: 5 for base, 20 for big).", lower_bound=1)
+for _name in ("workdir", "json", *cluster.FLAG_NAMES):
+    flags.declare_key_flag(_name)
+OVERRIDES = ("override a field of the run's config.json (decode.* only): --config.decode.average_last=20 is "
+             "--last=20.")
+FLAG_HINTS = overrides.flag_hints("average")
 
 
 def main(argv: list[str]) -> None:
     del argv
     logs.setup()
-    cluster.maybe_initialize()
+    config = overrides.run_config("average")  # --config.decode.average_last=N, like --last=N
     workdir = WORKDIR.value
-    if not workdir:
-        sys.exit("transformer-jax average: --workdir is required (the folder of a trained run).")
+    if not os.access(workdir, os.W_OK):
+        sys.exit(f"transformer-jax average: {workdir} is not writable (the average goes to {workdir}/averaged).")
+    cluster.maybe_initialize()
     try:
-        last = LAST.value or int(load_config(workdir).decode.average_last)
+        last = LAST.value or int(config.decode.average_last)
         path, steps = write_average(workdir, last)
     except (ValueError, OSError) as e:  # no run, too few checkpoints, or a checkpoint that does not fit config.json
         sys.exit(f"transformer-jax average: {e}")

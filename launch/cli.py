@@ -2,17 +2,21 @@
 
     transformer-jax train     --config=configs/table3.py:B1 --workdir=runs/B1   # no flags: the CPU demo
     transformer-jax describe  --config=configs/base.py [--json]
-    transformer-jax decode    --workdir=runs/B1 [--checkpoint=latest|STEP|avg5] [--input=-] [--output=-]
+    transformer-jax decode    --workdir=runs/B1 [--checkpoint=latest|STEP|avg5] [FILE | --input=FILE] [--output=-]
     transformer-jax evaluate  --workdir=runs/B1 --split=dev|test
     transformer-jax average   --workdir=runs/B1 --last=5
     transformer-jax sweep     --experiment=table3 [--rows=A,B1] [--base=demo_table3] --workdir=runs/table3
     transformer-jax compare   runs/table3/*
 
-`transformer-jax COMMAND --help` lists every flag of a command.
+`transformer-jax COMMAND --help` lists the flags of one command. Every command takes only its own flags (and
+`--config.SECTION.FIELD=VALUE` overrides where it reads a config); any other flag or a stray argument is a one-line
+error with exit status 2.
 """
 
 import importlib
 import sys
+import textwrap
+from types import ModuleType
 
 from absl import app, flags
 
@@ -25,12 +29,106 @@ COMMANDS = {
     "sweep": "Run, or write launch files for, a named experiment (e.g. Table 3).",
     "compare": "Tabulate runs side by side with the paper's Table 3.",
 }
+USAGE_ERROR = 2  # exit status of a command line that names a wrong flag or argument (as argparse and absl use)
+HELP = {"-h", "--help", "-help", "--helpshort", "--helpfull", "-?"}
+
+# What each command module declares (all optional):
+#   its flags       absl key flags: the flags it defines, plus shared ones named with flags.declare_key_flag
+#   OVERRIDES       a sentence saying what --config.SECTION.FIELD=VALUE changes (absent: overrides are refused)
+#   POSITIONAL      "FILE" (at most one argument) or "RUN_FOLDER..." (any number); absent: none
+#   FLAG_HINTS      {flag name: what to use instead}, for the error about a flag the command does not take
 
 
 def _usage() -> str:
     lines = [__doc__.strip(), "", "Commands:"]
     lines += [f"  {name:<10} {text}" for name, text in COMMANDS.items()]
     return "\n".join(lines)
+
+
+def _fail(command: str, message: str) -> None:
+    print(f"transformer-jax {command}: {message}", file=sys.stderr)
+    sys.exit(USAGE_ERROR)
+
+
+def _unknown_field(error: Exception) -> str:
+    """One line for the KeyError/AttributeError a locked config raises on an override of a field it lacks."""
+    while error.args and isinstance(error.args[0], Exception):  # an AttributeError wrapping the KeyError
+        error = error.args[0]
+    text = error.args[0] if error.args and isinstance(error.args[0], str) else str(error)
+    return "unknown config field in an override: " + " ".join(text.split())
+
+
+def command_flags(module: ModuleType) -> dict[str, flags.Flag]:
+    """The flags ``module`` (a command) takes: its absl key flags, by name."""
+    return {flag.name: flag for flag in flags.FLAGS.get_key_flags_for_module(module.__name__)}
+
+
+def _flag_help(flag: flags.Flag) -> list[str]:
+    name = f"--[no]{flag.name}" if flag.boolean else f"--{flag.name}"
+    lines = textwrap.wrap(f"{name}: {flag.help}", width=100, initial_indent="  ", subsequent_indent="      ")
+    if flag.default not in (None, "", []):
+        lines.append(f"      (default: {flag.default_as_str})")
+    return lines
+
+
+def help_text(command: str, module: ModuleType) -> str:
+    """``transformer-jax COMMAND --help``: the usage line, the command's description and its own flags."""
+    positional = getattr(module, "POSITIONAL", None)
+    usage = f"usage: transformer-jax {command} [flags]" + (f" [{positional}]" if positional else "")
+    lines = [usage, "", (module.__doc__ or COMMANDS[command]).strip(), "", "flags:"]
+    for flag in sorted(command_flags(module).values(), key=lambda f: f.name):
+        lines += _flag_help(flag)
+    if getattr(module, "OVERRIDES", None):
+        lines += textwrap.wrap(f"--config.SECTION.FIELD=VALUE: {module.OVERRIDES}", width=100, initial_indent="  ",
+                               subsequent_indent="      ")
+    return "\n".join(lines)
+
+
+def check_arguments(command: str, module: ModuleType, args: list[str]) -> list[str]:
+    """Refuses (one line, exit status 2) a flag ``command`` does not take or a stray argument; returns the
+    positional arguments.
+
+    absl's flags are global (every imported module defines some), so absl alone would accept `decode --config=...`
+    or `train --checkpoint=avg5` and ignore them; this check runs before absl parses.
+    """
+    known = command_flags(module)
+    hints = getattr(module, "FLAG_HINTS", {})
+    positional: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if arg == "--":
+            positional += args[i:]
+            break
+        if not arg.startswith("-") or arg == "-":
+            positional.append(arg)
+            continue
+        name = arg.lstrip("-").partition("=")[0]
+        if name.startswith("config."):
+            if not getattr(module, "OVERRIDES", None):
+                _fail(command, f"--{name} is not a flag of `transformer-jax {command}`, which reads no config."
+                      + (f" {hints['config']}" if "config" in hints else ""))
+            # defined by --config for each override (FlagValues.get returns a value, not the Flag)
+            flag = flags.FLAGS[name] if name in flags.FLAGS else None  # noqa: SIM401
+        else:
+            flag = known.get(name)
+            if flag is None and name.startswith("no") and getattr(known.get(name[2:]), "boolean", False):
+                flag = known[name[2:]]
+        if flag is None and not name.startswith("config."):
+            hint = hints.get(name) or hints.get(name.removeprefix("no")) or (
+                f"`transformer-jax {command} --help` lists its flags.")
+            _fail(command, f"--{name} is not a flag of `transformer-jax {command}`; {hint}")
+        if "=" not in arg and flag is not None and not flag.boolean:
+            i += 1  # `--flag value`: the next argument is the value
+    kind = getattr(module, "POSITIONAL", None)
+    if positional and kind is None:
+        hint = (f" (a config is given as --config={positional[0]})"
+                if "config" in known and ".py" in positional[0] else "")
+        _fail(command, f"unexpected argument {positional[0]!r}{hint}; `transformer-jax {command}` takes only flags.")
+    if len(positional) > 1 and not kind.endswith("..."):
+        _fail(command, f"takes one {kind}; got {len(positional)} arguments: {' '.join(positional)}.")
+    return positional
 
 
 def run(argv: list[str] | None = None) -> None:
@@ -41,26 +139,35 @@ def run(argv: list[str] | None = None) -> None:
         return
     command = argv[1]
     if command not in COMMANDS:
-        sys.exit(f"transformer-jax: unknown command {command!r}; valid: {', '.join(COMMANDS)}.\n\n{_usage()}")
+        print(f"transformer-jax: unknown command {command!r}; valid: {', '.join(COMMANDS)} "
+              "(`transformer-jax --help` says what each does).", file=sys.stderr)
+        sys.exit(USAGE_ERROR)
     try:  # importing the command defines --config, whose default config parses the overrides in sys.argv
         module = importlib.import_module(f"launch.{command}")
     except (AttributeError, KeyError) as e:
-        sys.exit(f"transformer-jax {command}: unknown config field in an override: {e}")
-    # absl's --help lists the key flags of the module named sys.argv[0]: register this command's and the shared.
-    for name in (module.__name__, "launch.flags"):
-        for flag in flags.FLAGS.get_key_flags_for_module(name):
-            flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
-    app.run(module.main, argv=[f"transformer-jax {command}"] + argv[2:], flags_parser=_parse_flags)
+        _fail(command, _unknown_field(e))
+    args = argv[2:]
+    if HELP & set(args[:args.index("--")] if "--" in args else args):
+        print(help_text(command, module))
+        return
+    check_arguments(command, module, args)
+    app.run(module.main, argv=[f"transformer-jax {command}"] + args, flags_parser=_parse_flags)
 
 
 def _parse_flags(argv: list[str]) -> list[str]:
-    """absl flag parsing with one clear line for a bad --config (no traceback)."""
+    """absl flag parsing with one clear line for a bad value or a bad --config (no traceback)."""
     try:
-        return flags.FLAGS(argv)
+        rest = flags.FLAGS(argv)
+        if "config" in flags.FLAGS and flags.FLAGS["config"].present:
+            flags.FLAGS["config"].value.get("name")  # a file that failed to load raises only when first read
+        return rest
     except flags.Error as e:  # config_flags embeds get_config's traceback: keep its last line
-        sys.exit(f"{argv[0]}: {str(e).strip().splitlines()[-1].strip()}")
+        print(f"{argv[0]}: {str(e).strip().splitlines()[-1].strip()}", file=sys.stderr)
+    except OSError as e:  # --config names a file that cannot be loaded
+        print(f"{argv[0]}: --config: {str(e).strip().splitlines()[-1].strip()}", file=sys.stderr)
     except (AttributeError, KeyError) as e:  # an override names a field the locked config lacks
-        sys.exit(f"{argv[0]}: unknown config field in an override: {e}")
+        print(f"{argv[0]}: {_unknown_field(e)}", file=sys.stderr)
+    sys.exit(USAGE_ERROR)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Number of processes
 PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index (multi-host runs).")
 CPU_COLLECTIVES = flags.DEFINE_string(
     "cpu_collectives", "gloo", "CPU collectives implementation for multi-process CPU runs (gloo or mpi).")
+FLAG_NAMES = ("coordinator_address", "num_processes", "process_id", "cpu_collectives")  # taken by computing commands
 
 PREEMPTED_EXIT_STATUS = 128 + signal.SIGTERM  # how shells report a process stopped by SIGTERM
 

@@ -23,6 +23,7 @@ from transformer_jax.evaluate import report
 
 OUT = flags.DEFINE_string("out", None, "Folder for table.md, table.csv, bleu.png and provenance.json (default: "
                                        "<the runs' common parent folder>/compare).")
+POSITIONAL = "RUN_FOLDER..."
 
 
 def default_out(workdirs: list[str]) -> str:

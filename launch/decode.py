@@ -1,28 +1,43 @@
 """`transformer-jax decode`: translate plain text with a trained (or averaged) checkpoint (§6.1).
 
-    transformer-jax decode --workdir=runs/base < newstest2014.en > newstest2014.de
+    transformer-jax decode --workdir=runs/base newstest2014.en > newstest2014.de      # or --input=FILE, or stdin
     transformer-jax decode --workdir=runs/base --checkpoint=avg5 --input=newstest2014.en --output=out.de
-    echo "The house is small." | transformer-jax decode --workdir=runs/demo --method=greedy
+    echo "The house is small." | transformer-jax decode --workdir=runs/demo --config.decode.method=greedy
 
 The config and the vocabulary come from the run's workdir; decoding settings are the run's ``config.decode``
-(beam 4, α 0.6, input length + 50) unless a flag overrides them. One output line per input line, in order;
-empty lines stay empty. A progress bar is drawn on stderr when --input is a file.
+(beam 4, α 0.6, input length + 50), changed with ``--config.decode.FIELD=VALUE``. The input is one file (given as
+--input or as the one argument) or stdin; one output line per input line, in order; empty lines stay empty. The
+input, the output path and the checkpoint are checked before decoding starts, and translations are written as
+they are made, so a late failure keeps what was done. A progress bar is drawn on stderr when the input is a file.
 """
 
+import contextlib
 import logging
+import os
 import sys
 import time
+from collections.abc import Iterator
+from typing import TextIO
 
 import jax
 from absl import flags
+from tqdm import tqdm
 
-from launch import cluster, decode_flags, logs
-from launch.decode_flags import describe_decoding, restore_for_decoding
+from launch import cluster, logs, overrides
+from launch.flags import WORKDIR
+from launch.overrides import describe_decoding
 from transformer_jax.decode.translate import Translator
 
-INPUT = flags.DEFINE_string("input", "-", "Source text, one sentence per line (UTF-8); - reads stdin.")
+INPUT = flags.DEFINE_string("input", "-", "Source text, one sentence per line (UTF-8); - reads stdin. The file may "
+                            "also be given as the command's one argument.")
 OUTPUT = flags.DEFINE_string("output", "-", "Where translations go, one line per input line; - writes stdout.")
-flags.adopt_module_key_flags(decode_flags)  # list --beam_size, --method, ... in `transformer-jax decode --help`
+for _name in ("workdir", "checkpoint", *cluster.FLAG_NAMES):
+    flags.declare_key_flag(_name)
+
+POSITIONAL = "FILE"  # the input, instead of --input
+OVERRIDES = overrides.HELP
+FLAG_HINTS = overrides.flag_hints("decode")
+CHUNK_BATCHES = 16  # translations are written every CHUNK_BATCHES × config.decode.batch_size input lines
 
 logger = logging.getLogger(__name__)
 
@@ -61,36 +76,69 @@ def read_lines(path: str) -> list[str]:
     return lines
 
 
-def write_lines(path: str, lines: list[str]) -> None:
-    """Writes ``lines`` to ``path`` (``-``: stdout), each followed by ``\\n``."""
+def check_output(path: str) -> None:
+    """Raises ValueError unless ``path`` (``-``: stdout) can be written, without creating or changing it."""
     if path == "-":
-        sys.stdout.writelines(line + "\n" for line in lines)
-        sys.stdout.flush()
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ValueError(f"--output={path} is a folder; give a file name.")
+    if not os.path.isdir(folder):
+        raise ValueError(f"--output={path}: the folder {folder} does not exist.")
+    if not os.access(path if os.path.exists(path) else folder, os.W_OK):
+        raise ValueError(f"--output={path}: permission denied (not writable).")
+
+
+@contextlib.contextmanager
+def open_output(path: str) -> Iterator[TextIO]:
+    """``path`` opened for writing (``-``: stdout), UTF-8, closed afterwards."""
+    if path == "-":
+        yield sys.stdout
         return
     with open(path, "w", encoding="utf-8") as f:
-        f.writelines(line + "\n" for line in lines)
+        yield f
+
+
+def translate_to(translator: Translator, texts: list[str], out: TextIO | None, progress: bool) -> None:
+    """Translates ``texts`` a chunk at a time and writes each chunk's lines to ``out`` (None: this host only decodes
+    its share) as soon as they are made."""
+    chunk = CHUNK_BATCHES * int(translator.config.decode.batch_size)
+    rng = translator.rng
+    with tqdm(total=len(texts), desc="decode", unit="line", disable=not progress) as bar:
+        for i, start in enumerate(range(0, len(texts), chunk)):
+            translator.rng = jax.random.fold_in(rng, i)  # sampling: fresh keys for every chunk
+            translations = translator.translate(texts[start:start + chunk])
+            if out is not None:
+                out.writelines(line + "\n" for line in translations)
+                out.flush()
+            bar.update(len(translations))
 
 
 def main(argv: list[str]) -> None:
-    del argv
     logs.setup()
-    cluster.maybe_initialize()
+    if argv[1:] and flags.FLAGS["input"].present:
+        print(f"transformer-jax decode: the input is given twice (--input={INPUT.value} and {argv[1]}); give one.",
+              file=sys.stderr)
+        sys.exit(2)
+    source = argv[1] if argv[1:] else INPUT.value
+    overrides.run_config("decode")  # the run and the overrides, checked before the input is read
     try:
-        texts = read_lines(INPUT.value)
+        texts = read_lines(source)
+        check_output(OUTPUT.value)
     except (ValueError, OSError) as e:
         sys.exit(f"transformer-jax decode: {e}")
-    run = restore_for_decoding("decode")
-    logger.info("Decoding %d lines with %s of %s (%s)", len(texts), run.checkpoint, decode_flags.WORKDIR.value,
+    cluster.maybe_initialize()
+    run = overrides.restore("decode")
+    logger.info("Decoding %d lines with %s of %s (%s)", len(texts), run.checkpoint, WORKDIR.value,
                 describe_decoding(run.config))
     tic = time.monotonic()
     translator = Translator(run.config, run.graphdef, run.params, run.tokenizer, run.mesh)
     lead = jax.process_index() == 0  # every host decodes its share; the first one writes
-    translations = translator.translate(texts, progress=lead and INPUT.value != "-")
+    try:
+        with open_output(OUTPUT.value) if lead else contextlib.nullcontext() as out:
+            translate_to(translator, texts, out, progress=lead and source != "-")
+    except OSError as e:
+        sys.exit(f"transformer-jax decode: {e}")
     seconds = time.monotonic() - tic
     logger.info("Translated %d lines in %.1f s (%.1f lines/s, compilation included)", len(texts), seconds,
                 len(texts) / max(seconds, 1e-9))
-    if lead:
-        try:
-            write_lines(OUTPUT.value, translations)
-        except OSError as e:
-            sys.exit(f"transformer-jax decode: {e}")

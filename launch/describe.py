@@ -22,6 +22,9 @@ DEVICES_PER_PROCESS = flags.DEFINE_integer(
 MEMORY = flags.DEFINE_bool(
     "memory", False, "Also compile one device's training step on this machine's backend and report its memory "
     "(slow for the big models: ~1 min on CPU).")
+for _name in ("config", "json", "num_processes"):
+    flags.declare_key_flag(_name)
+OVERRIDES = "override any field of the config, e.g. --config.model.num_heads=16 (configs are locked: a typo fails)."
 
 
 def describe(config, seq_len: int, num_processes: int = 1, devices_per_process: int | None = None,

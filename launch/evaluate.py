@@ -5,7 +5,8 @@
 
 Writes ``<workdir>/translations_<split>.txt`` and ``<workdir>/eval_<split>.json`` (sacreBLEU with its signature,
 the paper's tokenized compound-split BLEU, chrF, the checkpoint, the number of sentences); that JSON is also the
-last line printed. Decoding settings are the run's ``config.decode`` unless a flag (--beam_size, ...) overrides.
+last line printed. Decoding settings are the run's ``config.decode``, changed with ``--config.decode.FIELD=VALUE``
+(e.g. ``--config.decode.beam_size=1``). The split's data and the workdir's permission are checked before decoding.
 """
 
 import json
@@ -16,15 +17,18 @@ import sys
 import jax
 from absl import flags
 
-from launch import cluster, decode_flags, logs
-from launch.decode_flags import describe_decoding, restore_for_decoding
+from launch import cluster, logs, overrides
 from launch.flags import JSON, WORKDIR
-from transformer_jax.data.sources import DataError
+from launch.overrides import describe_decoding
+from transformer_jax.data.sources import DataError, get_source
 from transformer_jax.evaluate.evaluation import evaluate_split
 
 SPLIT = flags.DEFINE_enum("split", None, ["dev", "test"],
                           "Split to translate and score (required): dev (Table 3) or test (Table 2).")
-flags.adopt_module_key_flags(decode_flags)  # list --beam_size, --method, ... in `transformer-jax evaluate --help`
+for _name in ("workdir", "checkpoint", "json", *cluster.FLAG_NAMES):
+    flags.declare_key_flag(_name)
+OVERRIDES = overrides.HELP
+FLAG_HINTS = overrides.flag_hints("evaluate")
 
 NUM_SAMPLES = 3  # sample translations in the human summary
 
@@ -45,11 +49,20 @@ def summary(result: dict, samples: list) -> str:
 def main(argv: list[str]) -> None:
     del argv
     logs.setup()
-    cluster.maybe_initialize()
     if SPLIT.value is None:
         sys.exit("transformer-jax evaluate: --split is required: dev (Table 3) or test (Table 2).")
-    run = restore_for_decoding("evaluate")
+    config = overrides.run_config("evaluate")
     workdir = WORKDIR.value
+    try:  # before restoring and decoding: the split's data, and the folder its scores go to
+        get_source(config.data).load(SPLIT.value)
+    except (DataError, OSError) as e:
+        field = f" (config.data.{SPLIT.value}_files of {workdir}/config.json)" if config.data.source == "text" else ""
+        sys.exit(f"transformer-jax evaluate: the {SPLIT.value} split{field}: {e}")
+    if not os.access(workdir, os.W_OK):
+        sys.exit(f"transformer-jax evaluate: {workdir} is not writable (translations_{SPLIT.value}.txt and "
+                 f"eval_{SPLIT.value}.json are written there).")
+    cluster.maybe_initialize()
+    run = overrides.restore("evaluate")
     lead = jax.process_index() == 0  # every host decodes its share of each batch; the first one writes
     logger.info("Evaluating %s of %s on %s (%s)", run.checkpoint, workdir, SPLIT.value, describe_decoding(run.config))
     try:

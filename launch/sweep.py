@@ -10,6 +10,7 @@ the --config.x.y overrides given here), so every launcher trains exactly the con
 ``local`` trains the rows one after another in this process, skipping finished rows (last checkpoint at num_steps
 and eval_test.json written) and resuming a half-finished one; then `transformer-jax compare <workdir>/*`.
 ``--eval_checkpoint=avg5`` scores each row with the average of its last 5 checkpoints (§6.1) instead of the latest.
+Every value written into a launch file is shell-quoted; a value with a line break is refused.
 """
 
 import dataclasses
@@ -25,7 +26,7 @@ from absl import flags
 
 from experiments import EXPERIMENTS, Experiment, base_name, get_experiment, resolve
 from launch import cluster, logs
-from launch.flags import EVAL_CHECKPOINT, WORKDIR
+from launch.flags import EVAL_CHECKPOINT, WORKDIR, check_eval_checkpoint
 from transformer_jax.train.preemption import Preempted
 
 LAUNCHERS = ("local", "slurm", "tpu", "print")
@@ -51,6 +52,11 @@ TPU_REPO = flags.DEFINE_string("tpu_repo", "transformer_jax",
                                "Cloud TPU: checkout of this repository on every worker (relative to the home folder).")
 ENV_SETUP = flags.DEFINE_string("env_setup", None, "Slurm/TPU: shell command run before training on each node, "
                                                    "e.g. 'source venv/bin/activate'.")
+
+for _name in ("workdir", "eval_checkpoint", *cluster.FLAG_NAMES):
+    flags.declare_key_flag(_name)
+OVERRIDES = "override a field of every row's config, e.g. --config.train.num_steps=500 (rows apply to --base)."
+FLAG_HINTS = {"config": "sweep takes --base=NAME (and --config.x.y=value overrides), not --config."}
 
 COMMAND = "transformer-jax"
 logger = logging.getLogger(__name__)
@@ -92,23 +98,44 @@ def train_argv(experiment: Experiment, row: str, base: str, workdir: str,
             *override_args(overrides or {})]
 
 
+def one_line(what: str, *values: str | None) -> None:
+    """Raises ValueError if a value to be written into a launch file has a line break (it would start a new shell
+    command or a new #SBATCH line there)."""
+    for value in values:
+        if value is not None and ("\n" in str(value) or "\r" in str(value)):
+            raise ValueError(f"{what} must be one line (it is written into a launch file): {value!r}.")
+
+
 def slurm_script(argv: list[str], experiment: Experiment, row: str, workdir: str, options: SlurmOptions) -> str:
-    """A Slurm batch script: one task per GPU on every node, each running the same train command."""
+    """A Slurm batch script: one task per GPU on every node, each running the same train command.
+
+    Every value is shell-quoted (sbatch reads #SBATCH arguments with shell-like quoting).
+
+    Raises:
+        ValueError: a value has a line break.
+    """
     log = os.path.join(workdir, "slurm", f"{row}-%j.log")
+    one_line("the train command", *argv)
+    one_line("--workdir", workdir)
+    one_line("the current folder (#SBATCH --chdir)", os.getcwd())
+    one_line("--slurm_time", options.time)
+    one_line("--slurm_partition", options.partition)
+    one_line("--env_setup", options.env_setup)
+    q = shlex.quote
     lines = ["#!/bin/bash",
              f"# {experiment.name} row {row}, written by `transformer-jax sweep --launcher=slurm`.",
              "# Submit it again to resume: training continues from the run's latest checkpoint.",
-             f"#SBATCH --job-name={experiment.name}-{row}",
+             f"#SBATCH --job-name={q(f'{experiment.name}-{row}')}",
              f"#SBATCH --nodes={options.nodes}",
              f"#SBATCH --gpus-per-node={options.gpus_per_node}",
              f"#SBATCH --ntasks-per-node={options.gpus_per_node}",
-             f"#SBATCH --time={options.time}",
-             f"#SBATCH --output={log}",
-             f"#SBATCH --chdir={os.getcwd()}",
+             f"#SBATCH --time={q(options.time)}",
+             f"#SBATCH --output={q(log)}",
+             f"#SBATCH --chdir={q(os.getcwd())}",
              "# 2 minutes before the time limit every task gets SIGTERM: it saves a checkpoint and stops.",
              "#SBATCH --signal=TERM@120"]
     if options.partition:
-        lines.append(f"#SBATCH --partition={options.partition}")
+        lines.append(f"#SBATCH --partition={q(options.partition)}")
     lines += ["", "set -eo pipefail"]
     if options.env_setup:
         lines.append(options.env_setup)
@@ -119,8 +146,15 @@ def slurm_script(argv: list[str], experiment: Experiment, row: str, workdir: str
 
 
 def tpu_command(argv: list[str], name: str, zone: str, repo: str, env_setup: str | None = None) -> str:
-    """The command that starts ``argv`` on every worker of a Cloud TPU pod slice."""
-    steps = [f"cd {repo}", *([env_setup] if env_setup else []), shlex.join(argv)]
+    """The command that starts ``argv`` on every worker of a Cloud TPU pod slice (every value shell-quoted; the
+    remote command is quoted as a whole again for the local shell).
+
+    Raises:
+        ValueError: a value has a line break.
+    """
+    one_line("the train command", *argv)
+    one_line("--tpu_name, --tpu_zone, --tpu_repo and --env_setup", name, zone, repo, env_setup)
+    steps = [f"cd {shlex.quote(repo)}", *([env_setup] if env_setup else []), shlex.join(argv)]
     return (f"gcloud compute tpus tpu-vm ssh {shlex.quote(name)} --zone={shlex.quote(zone)} --worker=all "
             f"--command={shlex.quote(' && '.join(steps))}")
 
@@ -149,6 +183,10 @@ def run_local(configs: dict, workdir: str, commands: dict[str, list[str]],
             summary = run_training(config, rundir, ("dev", "test"), eval_checkpoint, command=commands[row])
         except Preempted:  # SIGTERM stops the whole sweep; the row resumes when the sweep is run again
             raise
+        except (ValueError, OSError) as e:  # a user mistake (bad data, a config clash): one line, no traceback
+            logger.error("Row %s failed: %s", row, e)
+            failed[row] = f"{type(e).__name__}: {e}"
+            continue
         except Exception as e:  # one failed row (a NaN loss, a config clash) must not stop the sweep
             logger.exception("Row %s failed", row)
             failed[row] = f"{type(e).__name__}: {e}"
@@ -158,8 +196,7 @@ def run_local(configs: dict, workdir: str, commands: dict[str, list[str]],
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) > 1:
-        sys.exit(f"transformer-jax sweep: unexpected arguments {' '.join(argv[1:])!r}.")
+    del argv  # launch/cli.py refuses arguments
     if not WORKDIR.value:
         sys.exit("transformer-jax sweep: --workdir is required (each row runs in <workdir>/<row>).")
     try:
@@ -169,27 +206,35 @@ def main(argv: list[str]) -> None:
         configs = resolve(experiment, base, ROWS.value, overrides)
         commands = {row: train_argv(experiment, row, base, WORKDIR.value, overrides, EVAL_CHECKPOINT.value)
                     for row in configs}
+        for config in configs.values():  # every launcher: a checkpoint the rows will not have is found now
+            check_eval_checkpoint(EVAL_CHECKPOINT.value, config.train)
+        workdir, launcher = WORKDIR.value, LAUNCHER.value
+        if launcher == "slurm":  # written only once every script could be made
+            options = SlurmOptions(SLURM_NODES.value, SLURM_GPUS_PER_NODE.value, SLURM_TIME.value,
+                                   SLURM_PARTITION.value, ENV_SETUP.value)
+            scripts = {row: slurm_script(argv_row, experiment, row, workdir, options)
+                       for row, argv_row in commands.items()}
+        elif launcher == "tpu":
+            if not TPU_NAME.value or not TPU_ZONE.value:
+                raise ValueError("--launcher=tpu needs --tpu_name and --tpu_zone.")
+            lines = [tpu_command(argv_row, TPU_NAME.value, TPU_ZONE.value, TPU_REPO.value, ENV_SETUP.value)
+                     for argv_row in commands.values()]
     except (ValueError, TypeError) as e:
         sys.exit(f"transformer-jax sweep: {e}")
-    workdir, launcher = WORKDIR.value, LAUNCHER.value
     if launcher == "print":
         for argv_row in commands.values():
             print(shlex.join(argv_row))
     elif launcher == "slurm":
-        options = SlurmOptions(SLURM_NODES.value, SLURM_GPUS_PER_NODE.value, SLURM_TIME.value, SLURM_PARTITION.value,
-                               ENV_SETUP.value)
         os.makedirs(os.path.join(workdir, "slurm"), exist_ok=True)
-        for row, argv_row in commands.items():
+        for row, script in scripts.items():
             path = os.path.join(workdir, "slurm", f"{row}.sbatch")
             with open(path, "w") as f:
-                f.write(slurm_script(argv_row, experiment, row, workdir, options))
+                f.write(script)
             print(f"sbatch {shlex.quote(path)}")
     elif launcher == "tpu":
-        if not TPU_NAME.value or not TPU_ZONE.value:
-            sys.exit("transformer-jax sweep: --launcher=tpu needs --tpu_name and --tpu_zone.")
         print("# One command per row; each uses the whole pod slice, so run them one after another.")
-        for argv_row in commands.values():
-            print(tpu_command(argv_row, TPU_NAME.value, TPU_ZONE.value, TPU_REPO.value, ENV_SETUP.value))
+        for line in lines:
+            print(line)
     else:
         logs.setup()
         cluster.maybe_initialize()

@@ -3,28 +3,144 @@
     transformer-jax train                                        # CPU demo on the built-in synthetic corpus
     transformer-jax train --config=configs/table3.py:B1 --workdir=runs/B1 --config.train.num_steps=50000
 
-Running it again on the same --workdir resumes from the latest checkpoint. A SIGTERM (preemption, a Slurm time
-limit) saves a checkpoint at the next step and exits with status 143.
+Running it again on the same --workdir resumes from the latest checkpoint (a finished run is only scored again).
+The data files of every split, --eval_checkpoint and the workdir are checked before training starts, and a start
+that fails before it saves a checkpoint leaves the workdir as it was (no config.json, no provenance record), so
+the corrected command can run in the same --workdir. A SIGTERM (preemption, a Slurm time limit) saves a checkpoint
+at the next step and exits with status 143.
 """
 
+import contextlib
 import json
+import logging
 import os
-from collections.abc import Callable, Sequence
+import shutil
+import sys
+from collections.abc import Callable, Iterator, Sequence
 
+import jax
 import ml_collections
 from absl import flags
 
 from launch import cluster, logs, provenance
-from launch.flags import CONFIG, EVAL_CHECKPOINT, JSON, WORKDIR
+from launch.flags import CONFIG, EVAL_CHECKPOINT, JSON, WORKDIR, check_eval_checkpoint
+from transformer_jax.data.sources import DataError, get_source
 from transformer_jax.decode.restore import restore_run
 from transformer_jax.evaluate.evaluation import dev_bleu_hook, evaluate_split
+from transformer_jax.run import folder
 from transformer_jax.train import sharding
+from transformer_jax.train.metrics import read_metrics
 from transformer_jax.train.preemption import Preempted
-from transformer_jax.train.trainer import build_shared_tokenizer, train
+from transformer_jax.train.trainer import NonFiniteLossError, build_shared_tokenizer, train
 
 EVAL_SPLITS = flags.DEFINE_list("eval_splits", ["dev", "test"],
                                 "Splits translated and scored after training (empty: none).")
 NUM_SAMPLES = flags.DEFINE_integer("num_samples", 3, "Sample translations printed after training.")
+for _name in ("config", "workdir", "eval_checkpoint", "json", *cluster.FLAG_NAMES):
+    flags.declare_key_flag(_name)
+OVERRIDES = "override any field of the config, e.g. --config.train.num_steps=50000 (configs are locked: a typo fails)."
+FLAG_HINTS = {"checkpoint": "train scores its result with --eval_checkpoint=latest|STEP|avgN."}
+
+SPLITS = ("dev", "test")
+logger = logging.getLogger(__name__)
+
+
+def check_workdir(workdir: str) -> None:
+    """Raises ValueError unless ``workdir`` is a folder this process can write (or can create)."""
+    path = os.path.abspath(workdir)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"--workdir={workdir} is a file, not a folder.")
+    existing = path
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing) or not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"--workdir={workdir}: {existing} is not a writable folder (permission denied).")
+
+
+def preflight(config: ml_collections.ConfigDict, workdir: str, eval_splits: Sequence[str], checkpoint: str) -> None:
+    """Everything a start will need, checked before anything is written or trained.
+
+    The scored splits and checkpoint, the workdir (writable, and not a run of another model), the data source and
+    the files of every split it reads (the training data's first pair; the dev split, and each scored split, whole).
+
+    Raises:
+        ValueError (DataError for the data): what to change, in one line.
+    """
+    unknown = [split for split in eval_splits if split not in SPLITS]
+    if unknown:
+        raise ValueError(f"--eval_splits: unknown split {unknown[0]!r}; valid: {', '.join(SPLITS)} (or empty).")
+    check_eval_checkpoint(checkpoint, config.train)
+    check_workdir(workdir)
+    folder.check_config(config, workdir)
+    source = get_source(config.data)
+    for split in dict.fromkeys(("train", "dev", *eval_splits)):  # the dev loss is computed during training
+        try:
+            if split != "train":
+                source.load(split)
+                continue
+            pairs = source.pairs("train")
+            try:
+                if next(pairs, None) is None:
+                    raise DataError("it has no sentence pairs.")
+            finally:
+                pairs.close()
+        except DataError as e:
+            raise DataError(f"The {split} split{split_field(config, split)}: {e}") from None
+
+
+def split_field(config: ml_collections.ConfigDict, split: str) -> str:
+    """`` (config.data.test_files)`` for the text source: where a mistake in the split's files is corrected."""
+    return f" (config.data.{split}_files)" if config.data.source == "text" else ""
+
+
+@contextlib.contextmanager
+def undone_unless_saved(workdir: str) -> Iterator[None]:
+    """Leaves ``workdir`` as it was when the block fails before a checkpoint of a new step is saved.
+
+    A start that never trained must not lock the folder: config.json (which would refuse the corrected config),
+    vocab.model, a provenance record of the failed start, metrics — whatever it wrote goes, and files it rewrote or
+    appended to get their old contents back. Only process 0 writes, so only process 0 undoes.
+    """
+    existed = os.path.isdir(workdir)
+    before = set(os.listdir(workdir)) if existed else set()
+    config_file = folder.path(workdir, folder.CONFIG_FILE)
+    config_text = None
+    if os.path.isfile(config_file):
+        with open(config_file, "rb") as f:
+            config_text = f.read()
+    appended = {name: os.path.getsize(folder.path(workdir, name)) for name in (folder.PROVENANCE_FILE,
+                folder.METRICS_FILE) if os.path.isfile(folder.path(workdir, name))}
+    steps = folder.checkpoint_steps(workdir)
+    try:
+        yield
+    except BaseException:
+        if jax.process_index() == 0 and os.path.isdir(workdir) and folder.checkpoint_steps(workdir) == steps:
+            for name in set(os.listdir(workdir)) - before:
+                target = folder.path(workdir, name)
+                if os.path.isdir(target) and not os.path.islink(target):
+                    shutil.rmtree(target, ignore_errors=True)
+                else:
+                    os.remove(target)
+            if config_text is not None:
+                with open(config_file, "wb") as f:
+                    f.write(config_text)
+            for name, size in appended.items():
+                os.truncate(folder.path(workdir, name), size)
+            if not existed:
+                with contextlib.suppress(OSError):
+                    os.rmdir(workdir)
+            logger.debug("Nothing was trained: %s is left as it was before this start.", workdir)
+        raise
+
+
+def training_figures(workdir: str, last: dict) -> dict:
+    """train_loss and dev_ppl of the run: from this start's last metrics, else (a finished run only scored again)
+    its metrics.jsonl's last records of them."""
+    figures = {key: last.get(key) for key in ("train_loss", "dev_ppl")}
+    if None in figures.values():
+        for record in read_metrics(workdir):
+            figures.update({key: record[key] for key in figures if last.get(key) is None and key in record})
+    return figures
 
 
 def run_training(config: ml_collections.ConfigDict, workdir: str, eval_splits: Sequence[str] = ("dev", "test"),
@@ -32,20 +148,22 @@ def run_training(config: ml_collections.ConfigDict, workdir: str, eval_splits: S
                  command: list[str] | None = None) -> dict:
     """Trains (or resumes) ``config`` in ``workdir``, then scores ``eval_splits`` with ``checkpoint``.
 
-    Each start appends the commit, machine and ``command`` (default: this process's command line) to
-    ``<workdir>/provenance.jsonl`` (launch/provenance.py).
+    Everything the start needs is checked first (:func:`preflight`); each start appends the commit, machine and
+    ``command`` (default: this process's command line) to ``<workdir>/provenance.jsonl`` (launch/provenance.py);
+    a start that fails before saving a checkpoint leaves the workdir as it was (:func:`undone_unless_saved`).
     Writes ``eval_<split>.json`` per split (see transformer_jax/evaluate/evaluation.py). ``on_eval(split, result,
     checkpoint)`` is called after each split (``result`` still holds its ``samples``). Returns the summary that
     `transformer-jax train` prints: workdir, step, train_loss, dev_ppl, <split>_bleu, <split>_tokenized_bleu,
     signature.
     """
-    provenance.append(workdir, command)
-    hook = None
-    if config.train.eval_bleu:  # dev BLEU at every evaluation (decodes the dev set: slow on CPU)
-        hook = dev_bleu_hook(config, build_shared_tokenizer(config, workdir), sharding.make_mesh(config.train.mesh))
-    last = train(config, workdir, eval_hook=hook)
-    summary = {"workdir": workdir, "step": last.get("step"), "train_loss": last.get("train_loss"),
-               "dev_ppl": last.get("dev_ppl")}
+    preflight(config, workdir, eval_splits, checkpoint)
+    with undone_unless_saved(workdir):
+        provenance.append(workdir, command)
+        hook = None
+        if config.train.eval_bleu:  # dev BLEU at every evaluation (decodes the dev set: slow on CPU)
+            hook = dev_bleu_hook(config, build_shared_tokenizer(config, workdir), sharding.make_mesh(config.train.mesh))
+        last = train(config, workdir, eval_hook=hook)
+    summary = {"workdir": workdir, "step": last.get("step"), **training_figures(workdir, last)}
     if eval_splits:
         run = restore_run(workdir, checkpoint)
         for split in eval_splits:
@@ -76,4 +194,6 @@ def main(argv: list[str]) -> None:
                                on_eval=None if JSON.value else _print_eval)
     except Preempted as e:  # a SIGTERM (preemption, a Slurm time limit): the checkpoint is saved
         cluster.exit_preempted("train", e)
+    except (ValueError, OSError, NonFiniteLossError) as e:  # bad data (DataError), a vocabulary too large, ...
+        sys.exit(f"transformer-jax train: {' '.join(str(e).split())}")
     print(json.dumps(summary))

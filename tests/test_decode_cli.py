@@ -1,7 +1,8 @@
 """Tests for `transformer-jax decode|evaluate|average` and for decoding a trained model (§6.1).
 
-One tiny model is trained once for the module (~15 s on 2 CPU cores); four commands run as subprocesses (the
-CLI goes through absl's app.run and sys.exit), the rest runs in-process with the library.
+One tiny model is trained once for the module (~15 s on 2 CPU cores); the commands run as subprocesses (the
+CLI goes through absl's app.run and sys.exit; the ones of one test start together), the rest runs in-process with
+the library.
 """
 
 import json
@@ -19,7 +20,9 @@ from absl import flags
 from flax import nnx
 
 from configs import demo
+from launch import cli as launch_cli
 from launch import decode as decode_cli
+from launch import overrides
 from transformer_jax.data import pipeline
 from transformer_jax.data.batching import eval_batches
 from transformer_jax.data.tokenizer import EOS_ID
@@ -84,6 +87,25 @@ def cli(*args: str) -> subprocess.CompletedProcess:
                           cwd=REPO, capture_output=True, text=True, timeout=300)
 
 
+def clis(*commands: list[str]) -> list[subprocess.CompletedProcess]:
+    """Runs several ``transformer-jax`` command lines at once (each pays the jax import); their results in order."""
+    procs = [subprocess.Popen([sys.executable, "-c", "from launch.cli import run; run()", *args], cwd=REPO,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for args in commands]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        results.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    return results
+
+
+def one_line_error(proc: subprocess.CompletedProcess) -> str:
+    """The error a failed command printed; asserts it failed with exactly one line on stderr and no traceback."""
+    assert proc.returncode != 0, proc.stdout
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return lines[0]
+
+
 def with_decode(config: ml_collections.ConfigDict, **decode) -> ml_collections.ConfigDict:
     values = config.to_dict()
     values["decode"].update(decode)
@@ -113,7 +135,7 @@ def test_decode_keeps_order_and_empty_lines(workdir, sources, alone, tmp_path):
 
 
 def test_evaluate_writes_scores_and_prints_them_last(workdir):
-    proc = cli("evaluate", f"--workdir={workdir}", "--split=test", "--checkpoint=avg2", "--beam_size=2")
+    proc = cli("evaluate", f"--workdir={workdir}", "--split=test", "--checkpoint=avg2", "--config.decode.beam_size=2")
     assert proc.returncode == 0, proc.stderr
     printed = json.loads(proc.stdout.strip().splitlines()[-1])
     with open(os.path.join(workdir, "eval_test.json")) as f:
@@ -179,10 +201,86 @@ def test_check_shapes_accepts_the_run_and_names_a_mismatch(run, workdir):
         check_shapes(wrong, abstract, "run")
 
 
-def test_decode_flags_are_listed_in_help():
-    listed = {f.name for f in flags.FLAGS.get_key_flags_for_module(decode_cli.__name__)}
-    assert {"input", "output", "beam_size", "length_penalty", "method", "batch_size"} <= listed
+def test_decode_takes_its_own_flags_and_config_decode_overrides():
+    listed = set(launch_cli.command_flags(decode_cli))
+    assert {"workdir", "checkpoint", "input", "output"} <= listed
+    assert not listed & {"config", "eval_checkpoint", "json", "beam_size", "method", "split", "last"}
     assert all(flags.FLAGS[name].help for name in listed)
+    assert "--config.decode.beam_size=1" in launch_cli.help_text("decode", decode_cli)
+
+
+@pytest.fixture(scope="module")
+def decoded(workdir, sources, tmp_path_factory) -> dict:
+    """Six commands on the trained run, started together: {name: (CompletedProcess, its output file or None)}."""
+    tmp = tmp_path_factory.mktemp("decoded")
+    src = tmp / "in.txt"
+    src.write_text("".join(line + "\n" for line in sources), encoding="utf-8")
+    kept = tmp / "kept.txt"
+    kept.write_text("an earlier result\n", encoding="utf-8")
+    commands = {
+        "positional": (["decode", f"--workdir={workdir}", str(src), f"--output={tmp / 'out.txt'}"], tmp / "out.txt"),
+        "beam1": (["decode", f"--workdir={workdir}", f"--input={src}", "--config.decode.beam_size=1",
+                   f"--output={tmp / 'beam1.txt'}"], tmp / "beam1.txt"),
+        "bad_output": (["decode", f"--workdir={workdir}", str(src), f"--output={tmp / 'no' / 'such' / 'out.txt'}"],
+                       None),
+        "twice": (["decode", f"--workdir={workdir}", str(src), f"--input={src}"], None),
+        "bad_checkpoint": (["decode", f"--workdir={workdir}", "--checkpoint=avg9", str(src), f"--output={kept}"],
+                           kept),
+        "model": (["evaluate", f"--workdir={workdir}", "--split=test", "--config.model.d_model=64"], None),
+    }
+    results = clis(*(args for args, _ in commands.values()))
+    return {name: (proc, out) for (name, (_, out)), proc in zip(commands.items(), results)}
+
+
+def test_decode_translates_its_positional_file(decoded, alone):
+    """`decode --workdir=W in.txt` read stdin (0 lines, exit 0)."""
+    proc, out = decoded["positional"]
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_text(encoding="utf-8").split("\n")[:-1] == alone
+
+
+def test_config_decode_override_reaches_the_search(decoded, run, sources):
+    """`--config.decode.beam_size=1` was ignored (beam 4); beam 1 is greedy search."""
+    proc, out = decoded["beam1"]
+    assert proc.returncode == 0, proc.stderr
+    assert "(beam 1, α 0.6" in proc.stderr  # the config the Translator was built with
+    greedy = Translator(with_decode(run.config, method="greedy"), run.graphdef, run.params, run.tokenizer, run.mesh)
+    assert out.read_text(encoding="utf-8").split("\n")[:-1] == greedy.translate(sources)
+
+
+def test_a_bad_output_is_refused_before_decoding(decoded):
+    proc, _ = decoded["bad_output"]
+    message = one_line_error(proc)
+    assert "--output=" in message and "does not exist" in message
+    assert "Decoding" not in proc.stderr  # refused before the checkpoint was restored
+
+
+def test_decode_input_given_twice_is_a_usage_error(decoded):
+    proc, _ = decoded["twice"]
+    assert proc.returncode == 2 and "given twice" in one_line_error(proc)
+
+
+def test_a_missing_checkpoint_leaves_the_output_alone(decoded):
+    proc, kept = decoded["bad_checkpoint"]
+    assert "Cannot average the last 9 checkpoints" in one_line_error(proc)
+    assert kept.read_text(encoding="utf-8") == "an earlier result\n"  # opened only once there is something to write
+
+
+def test_a_model_override_on_a_trained_run_is_refused(decoded):
+    message = one_line_error(decoded["model"][0])
+    assert message.startswith("transformer-jax evaluate: --config.model.d_model cannot change on a trained run")
+
+
+def test_run_overrides_change_decode_fields_only(run):
+    config = overrides.apply_to_run(run.config, {"decode.beam_size": 1, "decode.length_penalty": 1.0})
+    assert (config.decode.beam_size, config.decode.length_penalty) == (1, 1.0)
+    assert run.config.decode.beam_size == 4  # a copy
+    for bad, match in [({"model.d_model": 64}, "cannot change on a trained run"),
+                       ({"train.num_steps": 5}, "cannot change on a trained run"),
+                       ({"decode.beam_sise": 2}, "no field decode.beam_sise"),
+                       ({"decode.method": "nucleus"}, "Unknown config.decode.method")]:
+        with pytest.raises(ValueError, match=match):
+            overrides.apply_to_run(run.config, bad)
 
 
 def test_read_lines_keeps_every_line(tmp_path):

@@ -5,6 +5,7 @@ Golden files (tests/golden/sweep_*) were reviewed once; UPDATE_GOLDEN=1 rewrites
 Paths in them are relative to the repository root (the sbatch --chdir line is normalised to /path/to/repo).
 """
 
+import dataclasses
 import json
 import os
 import shlex
@@ -168,6 +169,50 @@ def test_tpu_launcher_golden(in_repo):
                                   "another.\n" + "".join(line + "\n" for line in lines))
 
 
+def test_slurm_script_quotes_every_value(tmp_path, monkeypatch):
+    """A workdir and a current folder with spaces and quotes: bash reads the script, and every value (#SBATCH
+    --output/--chdir/--partition, the srun command) reads back as given."""
+    here = tmp_path / "the \"lab's\" repo"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    workdir = "runs/it's a \"table\" 3"
+    argv = sweep.train_argv(TABLE3, "B1", "base", workdir, {"data.train_files": "a b.en,c'd.de"})
+    options = sweep.SlurmOptions(1, 8, "12:00:00", "gpu a100", "source 'my venv/bin/activate'")
+    script = sweep.slurm_script(argv, TABLE3, "B1", workdir, options)
+    path = tmp_path / "B1.sbatch"
+    path.write_text(script)
+    assert subprocess.run(["bash", "-n", str(path)], check=False, capture_output=True).returncode == 0
+    sbatch = dict(line.removeprefix("#SBATCH ").split("=", 1) for line in script.splitlines()
+                  if line.startswith("#SBATCH --") and "=" in line)
+    assert shlex.split(sbatch["--output"]) == [os.path.join(workdir, "slurm", "B1-%j.log")]
+    assert shlex.split(sbatch["--chdir"]) == [str(here)]
+    assert shlex.split(sbatch["--partition"]) == ["gpu a100"]
+    (srun,) = [line for line in script.splitlines() if line.startswith("srun ")]
+    assert shlex.split(srun)[2:] == argv
+
+
+def test_tpu_command_quotes_the_remote_folder():
+    argv = sweep.train_argv(TABLE3, "C1", "base", "runs/my table3")
+    line = sweep.tpu_command(argv, "t3-pod", "us-central2-b", "my repo", "source 'v env/bin/activate'")
+    remote = shlex.split(line)[-1].removeprefix("--command=")
+    cd, setup, train = remote.split(" && ")
+    assert shlex.split(cd) == ["cd", "my repo"] and shlex.split(train) == argv
+    assert setup == "source 'v env/bin/activate'"  # a shell command of the user's: written as given
+
+
+@pytest.mark.parametrize("field", ["partition", "time", "env_setup"])
+def test_a_line_break_in_a_launch_file_value_is_refused(field):
+    argv = sweep.train_argv(TABLE3, "B1", "base", "runs/table3")
+    options = dataclasses.replace(SLURM_OPTIONS, **{field: "gpu\n#SBATCH --wrap=evil"})
+    with pytest.raises(ValueError, match="must be one line"):
+        sweep.slurm_script(argv, TABLE3, "B1", "runs/table3", options)
+    with pytest.raises(ValueError, match="must be one line"):  # e.g. from an override's value
+        sweep.slurm_script(sweep.train_argv(TABLE3, "B1", "base", "runs/a\nb"), TABLE3, "B1", "runs/a\nb",
+                           SLURM_OPTIONS)
+    with pytest.raises(ValueError, match="must be one line"):
+        sweep.tpu_command(argv, "t3-pod", "us-central2-b", "repo\nrm -rf ~", None)
+
+
 def test_override_args_round_trip_types():
     args = sweep.override_args({"a.b": 1, "c": 0.5, "d": True, "e": False, "f": "learned"})
     assert args == ["--config.a.b=1", "--config.c=0.5", "--config.d=true", "--config.e=false", "--config.f=learned"]
@@ -264,6 +309,16 @@ def test_cli_errors_are_one_clear_line(args, message):
     proc = cli(*args)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert message in proc.stderr
+
+
+def test_cli_refuses_a_line_break_before_writing_any_launch_file(tmp_path):
+    proc = cli("--rows=B1,C4", "--launcher=slurm", f"--workdir={tmp_path / 't3'}",
+               "--slurm_partition=gpu\n#SBATCH --wrap=evil")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [(
+        "transformer-jax sweep: --slurm_partition must be one line (it is written into a launch file): "
+        "'gpu\\n#SBATCH --wrap=evil'.")]
+    assert not (tmp_path / "t3").exists()
 
 
 # --- a local sweep, end to end ------------------------------------------------------------------------------------

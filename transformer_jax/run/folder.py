@@ -1,0 +1,103 @@
+"""The run folder, owned here: every file a run keeps in its ``--workdir`` and the rules for reading it.
+
+    <workdir>/config.json          the resolved config (written by train; decode/evaluate/average read it)
+    <workdir>/vocab.model          the shared SentencePiece vocabulary (§5.1)
+    <workdir>/checkpoints/STEP     orbax checkpoints (train/checkpoint.py: the step schedule, safety saves)
+    <workdir>/averaged/avgN        averaged parameters (§6.1) with the steps they came from
+    <workdir>/metrics.jsonl        one record per log/eval step (train/metrics.py); tensorboard/ beside it
+    <workdir>/provenance.jsonl     commit, machine and command of every start
+    <workdir>/translations_SPLIT.txt, eval_SPLIT.json   what `evaluate` (and train's final scoring) wrote
+
+The model section of config.json defines what the checkpoints mean: a run resumes only with the same model
+(fields that only choose how it is computed — the dtype, the attention implementation — may change).
+"""
+
+import json
+import os
+
+import jax
+import ml_collections
+
+CONFIG_FILE = "config.json"
+VOCAB_FILE = "vocab.model"
+CHECKPOINT_DIR = "checkpoints"
+AVERAGED_DIR = "averaged"
+METRICS_FILE = "metrics.jsonl"
+TENSORBOARD_DIR = "tensorboard"
+PROVENANCE_FILE = "provenance.jsonl"
+
+# Sections that define what a checkpoint means: they must not change when a run resumes ...
+FROZEN_SECTIONS = ("model",)
+# ... except fields that only choose how the same parameters are computed (a run may resume on another backend).
+COMPUTE_ONLY_FIELDS = {"model": ("dtype", "attention_implementation")}
+
+
+def path(workdir: str, name: str) -> str:
+    """``<workdir>/<name>`` for one of the names above."""
+    return os.path.join(workdir, name)
+
+
+def averaged_path(workdir: str, spec: str) -> str:
+    """Where ``transformer-jax average`` keeps ``spec`` (e.g. "avg5")."""
+    return os.path.join(os.path.abspath(workdir), AVERAGED_DIR, spec)
+
+
+def translations_path(workdir: str, split: str) -> str:
+    return os.path.join(workdir, f"translations_{split}.txt")
+
+
+def eval_path(workdir: str, split: str) -> str:
+    return os.path.join(workdir, f"eval_{split}.json")
+
+
+def check_config(config: ml_collections.ConfigDict, workdir: str) -> None:
+    """Raises ValueError if ``workdir`` holds a run whose config.json has another model (nothing is written)."""
+    file = path(workdir, CONFIG_FILE)
+    if not os.path.exists(file):
+        return
+    with open(file) as f:
+        old = json.load(f)
+    new = json.loads(config.to_json_best_effort())
+    for section in FROZEN_SECTIONS:
+        free = COMPUTE_ONLY_FIELDS.get(section, ())
+        changed = sorted(k for k in set(old[section]) | set(new[section])
+                         if k not in free and old[section].get(k) != new[section].get(k))
+        if changed:
+            raise ValueError(f"{workdir} holds a run with a different config.{section} "
+                             f"(changed: {', '.join(changed)}); use a new --workdir.")
+
+
+def save_config(config: ml_collections.ConfigDict, workdir: str) -> None:
+    """Writes the resolved config to ``<workdir>/config.json``; refuses a different model on an existing run."""
+    check_config(config, workdir)
+    if jax.process_index() != 0:  # one writer; every process checked the frozen sections above
+        return
+    os.makedirs(workdir, exist_ok=True)
+    file = path(workdir, CONFIG_FILE)
+    tmp = f"{file}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(json.loads(config.to_json_best_effort()), f, indent=2)
+    os.replace(tmp, file)
+
+
+def load_config(workdir: str) -> ml_collections.ConfigDict:
+    """The resolved config a run saved in its workdir."""
+    file = path(workdir, CONFIG_FILE)
+    if not os.path.exists(file):
+        raise FileNotFoundError(f"No {CONFIG_FILE} in {workdir}: is it a transformer-jax run folder?")
+    with open(file) as f:
+        return ml_collections.ConfigDict(json.load(f))
+
+
+def checkpoint_steps(workdir: str) -> list[int]:
+    """Steps of the complete checkpoints (orbax renames a checkpoint's folder to its step only once it is whole)."""
+    directory = path(workdir, CHECKPOINT_DIR)
+    if not os.path.isdir(directory):
+        return []
+    return sorted(int(name) for name in os.listdir(directory) if name.isdigit())
+
+
+def is_finished(workdir: str) -> bool:
+    """Whether the run reached ``config.train.num_steps`` (its final checkpoint exists)."""
+    steps = checkpoint_steps(workdir)
+    return bool(steps) and steps[-1] >= int(load_config(workdir).train.num_steps)
