@@ -3,10 +3,15 @@
 ``checkpoint`` is "latest", a step number, or "avgN" — the elementwise mean of the last N checkpoints
 (§6.1: the paper averages the last 5 checkpoints for base and the last 20 for big). ``transformer-jax average``
 writes such an average once, as ``<workdir>/averaged/avgN``, and later restores reuse it.
+
+A checkpoint that cannot be read is moved aside by train/checkpoint.py (one warning names where it went); "latest"
+and "avgN" then fall back to the newest checkpoints that restore, while an explicit step number fails with one
+line (:class:`CorruptCheckpointError`, an OSError).
 """
 
 import dataclasses
 import json
+import logging
 import os
 import re
 
@@ -17,11 +22,14 @@ from flax import nnx
 
 from transformer_jax.data.tokenizer import VOCAB_FILENAME, Tokenizer
 from transformer_jax.train import sharding
-from transformer_jax.train.checkpoint import Checkpointer, average_params
+from transformer_jax.train.checkpoint import CORRUPT_MARK, Checkpointer, average_params
+from transformer_jax.train.disk_errors import CorruptCheckpointError, DiskFullError, is_disk_full
 from transformer_jax.train.step import make_setup
 from transformer_jax.train.trainer import load_config
 
 AVERAGED_DIR = "averaged"
+
+logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -32,6 +40,7 @@ class RestoredRun:
     graphdef: nnx.GraphDef
     params: dict
     checkpoint: str  # what was restored, e.g. "step 1500" or "avg5 (steps 1100..1500)"
+    steps: tuple[int, ...] = ()  # the checkpoints it came from
 
 
 def _steps_for(spec: str, checkpointer: Checkpointer) -> list[int]:
@@ -39,6 +48,10 @@ def _steps_for(spec: str, checkpointer: Checkpointer) -> list[int]:
     time-based safety save is resumed from, never averaged: train/checkpoint.py)."""
     steps = checkpointer.all_steps()
     if not steps:
+        set_aside = sorted(n for n in os.listdir(checkpointer.directory) if CORRUPT_MARK in n)
+        if set_aside:
+            raise FileNotFoundError(f"The run has no readable checkpoint in {checkpointer.directory} (set aside as "
+                                    f"unreadable: {', '.join(set_aside)}).")
         raise FileNotFoundError("The run has no checkpoints yet.")
     if spec == "latest":
         return [steps[-1]]
@@ -96,17 +109,26 @@ def restore_run(workdir: str, checkpoint: str = "latest", mesh_config=None) -> R
     setup = make_setup(config, mesh)
     averaged = os.path.join(os.path.abspath(workdir), AVERAGED_DIR, checkpoint)
     checkpointer = Checkpointer.for_run(workdir, config.train)
-    steps = _steps_for(checkpoint, checkpointer)
-    if len(steps) > 1 and _saved_average_steps(averaged) == steps:  # written by `average` for these very steps
-        params = ocp.StandardCheckpointer().restore(os.path.join(averaged, "params"), setup.abstract_state["params"])
-        return RestoredRun(config, tokenizer, mesh, setup.graphdef, params, f"{checkpoint} ({averaged})")
-    trees = [_restore_params(checkpointer, s, setup, workdir) for s in steps]
+    while True:  # until the steps ``checkpoint`` names all restore (unreadable ones are moved aside on the way)
+        steps = _steps_for(checkpoint, checkpointer)
+        if len(steps) > 1 and _saved_average_steps(averaged) == steps:  # written by `average` for these very steps
+            params = ocp.StandardCheckpointer().restore(os.path.join(averaged, "params"),
+                                                        setup.abstract_state["params"])
+            return RestoredRun(config, tokenizer, mesh, setup.graphdef, params, f"{checkpoint} ({averaged})",
+                               tuple(steps))
+        try:
+            trees = [_restore_params(checkpointer, s, setup, workdir) for s in steps]
+            break
+        except CorruptCheckpointError as error:
+            if checkpoint.isdigit():  # the step asked for: nothing to fall back to
+                raise
+            logger.warning("%s Using the checkpoints that remain for %s.", error, checkpoint)
     if len(trees) == 1:
-        return RestoredRun(config, tokenizer, mesh, setup.graphdef, trees[0], f"step {steps[0]}")
+        return RestoredRun(config, tokenizer, mesh, setup.graphdef, trees[0], f"step {steps[0]}", tuple(steps))
     mean = average_params([jax.device_get(t) for t in trees])
     params = jax.device_put(mean, setup.param_shardings)
     return RestoredRun(config, tokenizer, mesh, setup.graphdef, params,
-                       f"{checkpoint} (steps {', '.join(map(str, steps))})")
+                       f"{checkpoint} (steps {', '.join(map(str, steps))})", tuple(steps))
 
 
 def _saved_average_steps(path: str) -> list[int] | None:
@@ -126,14 +148,21 @@ def write_average(workdir: str, last: int) -> tuple[str, list[int]]:
     """
     path = os.path.join(os.path.abspath(workdir), AVERAGED_DIR, f"avg{last}")
     config = load_config(workdir)
-    steps = _steps_for(f"avg{last}", Checkpointer.for_run(workdir, config.train))
+    _steps_for(f"avg{last}", Checkpointer.for_run(workdir, config.train))  # too few: one line, before invalidating
     if os.path.exists(os.path.join(path, "steps.json")) and jax.process_index() == 0:
         os.remove(os.path.join(path, "steps.json"))  # invalidate before computing, so it is never reused
     run = restore_run(workdir, f"avg{last}")
+    steps = list(run.steps)  # the last N that could be read (an unreadable one is replaced by an older one)
     checkpointer = ocp.StandardCheckpointer()
-    checkpointer.save(os.path.join(path, "params"), run.params, force=True)
-    checkpointer.wait_until_finished()
-    if jax.process_index() == 0:
-        with open(os.path.join(path, "steps.json"), "w") as f:
-            json.dump(steps, f)
+    try:
+        checkpointer.save(os.path.join(path, "params"), run.params, force=True)
+        checkpointer.wait_until_finished()
+        if jax.process_index() == 0:
+            with open(os.path.join(path, "steps.json"), "w") as f:
+                json.dump(steps, f)
+    except Exception as error:  # orbax and tensorstore report a full disk with many types
+        if not is_disk_full(error):
+            raise
+        raise DiskFullError(f"No space left on the disk of {path}: cannot write the average of steps "
+                            f"{', '.join(map(str, steps))}. Free space there and run the same command again.") from None
     return path, steps

@@ -18,7 +18,7 @@ import os
 
 import ml_collections
 
-from transformer_jax.train.metrics import read_metrics
+from transformer_jax.train.metrics import START_EVENT, read_metrics
 from transformer_jax.train.trainer import CONFIG_FILE
 
 # Columns of the table: (key in a row dict, markdown header). Paper columns sit beside ours.
@@ -48,17 +48,20 @@ def _latest(records: list[dict], key: str):
 
 
 def train_seconds(records: list[dict]) -> float | None:
-    """Training wall time: ``elapsed_s`` restarts at 0 when a run resumes, so sum each segment's last value."""
-    total, previous, seen = 0.0, 0.0, False
+    """Training wall time: ``elapsed_s`` restarts at 0 in each training segment, so sum each segment's last value.
+
+    A segment opens at a start record (train/metrics.py writes one at each start, after dropping the records an
+    interrupted attempt left beyond its checkpoint: each step is counted once) or, in files written before start
+    records existed, where ``elapsed_s`` falls.
+    """
+    total, current, seen = 0.0, 0.0, False
     for record in records:
         elapsed = record.get("elapsed_s")
-        if elapsed is None:
-            continue
-        seen = True
-        if elapsed < previous:  # a new segment (resumed run)
-            total += previous
-        previous = elapsed
-    return total + previous if seen else None
+        if record.get("event") == START_EVENT or elapsed is not None and elapsed < current:  # a new segment
+            total, current = total + current, 0.0
+        if elapsed is not None:
+            seen, current = True, elapsed
+    return total + current if seen else None
 
 
 def _parameters(model: dict) -> int | None:

@@ -17,11 +17,25 @@ A checkpoint holds the train state (parameters, optimizer state, step, RNG) and 
 so a run restarted from it continues exactly as if it had not stopped. Saves are asynchronous; orbax writes
 into a temporary folder and renames it when complete, so a run killed mid-save leaves the previous checkpoint
 intact. Restoring takes the shardings of the *current* mesh, so a run may resume on a different mesh shape.
+
+No work is lost to a bad disk. A checkpoint that cannot be read back (a truncated or missing file) is moved aside
+to ``checkpoints/<step>.corrupt-<time>`` (orbax no longer lists it; nothing is deleted) with one warning, and
+:meth:`Checkpointer.restore_latest` continues from the newest one that restores. Corruption is judged at the restore
+boundary only: a failed restore is followed by a read of the whole checkpoint as saved (on host, independent of
+the current model and mesh); only if that fails too is the checkpoint corrupt, otherwise the original error (a
+shape mismatch, a mesh that does not fit) is raised unchanged. A full disk, which orbax and tensorstore report in
+many forms and with many tracebacks, becomes one :class:`DiskFullError` line; the unfinished save is removed (as
+are any left by a run that died mid-save, before the first save of the next one), and the same command resumes
+once space is back.
 """
 
+import contextlib
 import dataclasses
+import json
 import logging
 import os
+import shutil
+import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -31,7 +45,19 @@ import numpy as np
 import orbax.checkpoint as ocp
 from jax.experimental import multihost_utils
 
+from transformer_jax.train.disk_errors import (
+    CorruptCheckpointError,
+    DiskFullError,
+    failed_restore,
+    first_cause,
+    is_disk_full,
+    is_environmental,
+    quiet_orbax,
+)
+
 CHECKPOINT_DIR = "checkpoints"
+UNFINISHED_MARK = ".orbax-checkpoint-tmp"  # orbax writes <step>.orbax-checkpoint-tmp[-<time>] and renames it when done
+CORRUPT_MARK = ".corrupt-"  # <step>.corrupt-<time>: a checkpoint that could not be read, set aside
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +104,22 @@ def _process_zero_decides(flag: bool) -> bool:
     return bool(multihost_utils.broadcast_one_to_all(np.asarray(flag, np.int32)))
 
 
+def _wait_for_orbax_threads(timeout_s: float = 60.0) -> None:
+    """Joins orbax's writer threads after a failed save: orbax reports the first error while the other writers of the
+    same checkpoint may still be finishing (and creating files in its folder)."""
+    deadline = time.monotonic() + timeout_s
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and type(thread).__module__.startswith("orbax."):
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def _on_all_processes(flag: bool) -> bool:
+    """Whether ``flag`` holds on every process (a collective: all processes call it at the same point)."""
+    if jax.process_count() == 1:
+        return flag
+    return bool(np.all(multihost_utils.process_allgather(np.asarray(flag, np.int32))))
+
+
 class Checkpointer:
     """Saves on the step schedule and every ``every_minutes`` (safety), keeping the last ``keep`` scheduled ones.
 
@@ -105,6 +147,9 @@ class Checkpointer:
         self.clock_check_every = max(1, int(clock_check_every))
         self._clock = clock
         self._last_save_time = clock()
+        self._swept = False  # unfinished saves of an earlier process are removed before this one's first save
+        self._failure: DiskFullError | None = None
+        quiet_orbax()
 
     @classmethod
     def for_run(cls, workdir: str, train_config, **kwargs) -> "Checkpointer":
@@ -123,14 +168,59 @@ class Checkpointer:
         return _process_zero_decides(self._clock() - self._last_save_time >= 60 * self.every_minutes)
 
     def save(self, step: int, state, data_state: dict) -> None:
-        """Saves (asynchronously) the train state and the iterator position after ``step`` steps."""
+        """Saves (asynchronously) the train state and the iterator position after ``step`` steps.
+
+        Raises:
+          DiskFullError: this save, or the one before it still in flight, found the disk full.
+        """
         if step in self.manager.all_steps():
             return
+        if not self._swept:  # a run that died mid-save left its unfinished folder: it only holds disk space
+            self._remove_unfinished()
+            self._swept = True
         kind = "scheduled" if on_schedule(step, self.every_steps, self.num_steps) else "safety"
         logger.info("Saving the checkpoint of step %d (%s) in %s", step, kind, self.directory)
-        self.manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
-                                                        data=ocp.args.JsonSave(data_state)))
+        with self._writing():
+            self.manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
+                                                            data=ocp.args.JsonSave(data_state)))
         self._last_save_time = self._clock()
+
+    @contextlib.contextmanager
+    def _writing(self):
+        """Turns a full disk, however orbax reports it, into one :class:`DiskFullError` and removes the partial save."""
+        if self._failure is not None:  # already reported; orbax would raise (and log) the same error again
+            raise self._failure
+        try:
+            yield
+        except Exception as error:
+            if not is_disk_full(error):
+                raise
+            _wait_for_orbax_threads()  # no writer may recreate what is removed next
+            self._remove_unfinished()
+            complete = self._finished_steps()
+            resume = f"resumes from step {complete[-1]}" if complete else "starts again from step 0"
+            self._failure = DiskFullError(
+                f"No space left on the disk of {self.directory}: a checkpoint could not be written (its unfinished "
+                f"folder was removed; the last complete checkpoint is "
+                f"{f'step {complete[-1]}' if complete else 'none'}). Free space there and run the same command "
+                f"again: training {resume}.")
+            raise self._failure from None
+
+    def _finished_steps(self) -> list[int]:
+        """The complete checkpoints on disk (orbax gives a checkpoint its step as its name only once it is whole)."""
+        with contextlib.suppress(OSError):
+            return sorted(int(name) for name in os.listdir(self.directory) if name.isdigit())
+        return []
+
+    def _remove_unfinished(self) -> None:
+        """Deletes orbax's unfinished checkpoint folders (``<step>.orbax-checkpoint-tmp*``); process 0 only."""
+        if jax.process_index() != 0:
+            return
+        with contextlib.suppress(OSError):
+            for name in os.listdir(self.directory):
+                if UNFINISHED_MARK in name:
+                    logger.info("Removing the unfinished checkpoint %s", os.path.join(self.directory, name))
+                    shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
 
     def latest_step(self) -> int | None:
         return self.manager.latest_step()
@@ -143,29 +233,112 @@ class Checkpointer:
         return schedule_steps(self.all_steps(), self.every_steps, self.num_steps)
 
     def restore(self, step: int, abstract_state) -> tuple:
-        """Restores (state, data_state) of ``step`` onto the shardings given in ``abstract_state``."""
-        restored = self.manager.restore(step, args=ocp.args.Composite(
-            state=ocp.args.StandardRestore(abstract_state), data=ocp.args.JsonRestore()))
+        """Restores (state, data_state) of ``step`` onto the shardings given in ``abstract_state``.
+
+        Raises:
+          CorruptCheckpointError: the checkpoint cannot be read; it has been moved aside.
+        """
+        restored = self._restoring(step, lambda: self.manager.restore(step, args=ocp.args.Composite(
+            state=ocp.args.StandardRestore(abstract_state), data=ocp.args.JsonRestore())))
         return restored["state"], restored["data"]
 
+    def restore_latest(self, abstract_state) -> tuple[int, object, dict] | None:
+        """(step, state, data_state) of the newest checkpoint that restores, None if there is none.
+
+        Newer checkpoints that cannot be read are moved aside, with one warning each naming where they went.
+        """
+        steps = self.all_steps()
+        for step in reversed(steps):
+            try:
+                return (step, *self.restore(step, abstract_state))
+            except CorruptCheckpointError as error:
+                logger.warning("%s Trying the checkpoint before it.", error)
+        if steps:
+            logger.warning("No checkpoint in %s can be read: starting from step 0.", self.directory)
+        return None
+
     def restore_params(self, step: int, abstract_params) -> dict:
-        """Restores only the parameters of ``step`` (for decoding) with the shapes they were saved with.
+        """Restores only the parameters of ``step`` (for decoding), on host, with the shapes they were saved with.
 
         The caller checks them against its model (decode/restore.py) and places them on its mesh: orbax's
-        partial restore neither checks shapes nor reports a mismatch cleanly.
+        partial restore neither checks shapes nor reports a mismatch cleanly. Host arrays need neither the saved
+        sharding file nor the topology the run was saved on.
+
+        Raises:
+          CorruptCheckpointError: the parameters cannot be read; the checkpoint has been moved aside.
         """
-        with warnings.catch_warnings():  # "Sharding info not provided": intended, the caller places the arrays
-            warnings.simplefilter("ignore", UserWarning)
-            restored = self.manager.restore(step, args=ocp.args.Composite(
-                state=ocp.args.PyTreeRestore(item={"params": abstract_params}, partial_restore=True)))
+        on_host = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), abstract_params)
+        restored = self._restoring(step, lambda: self.manager.restore(step, args=ocp.args.Composite(
+            state=ocp.args.PyTreeRestore(item={"params": abstract_params}, restore_args={"params": on_host},
+                                         partial_restore=True))))
         return restored["state"]["params"]
 
+    def _restoring(self, step: int, restore: Callable[[], dict]) -> dict:
+        """Runs ``restore``; if it fails because the checkpoint's files are unreadable, moves the checkpoint aside and
+        raises :class:`CorruptCheckpointError`; any other failure (the target, not the files) is raised unchanged."""
+        try:
+            result, error = restore(), None
+        except Exception as e:  # noqa: BLE001 -- orbax/tensorstore report unreadable files with many types: judged below
+            result, error = None, e
+        if _on_all_processes(error is None):
+            return result
+        failed_restore(os.path.join(self.directory, str(step)))
+        unreadable = self._read_error(step)
+        corrupt = unreadable is not None and not is_environmental(unreadable) and not is_environmental(error)
+        if _on_all_processes(not corrupt):  # the files are whole (the target did not fit), or the machine failed
+            if error is None:
+                raise RuntimeError(f"Another process could not restore checkpoint step {step} of {self.directory}.")
+            raise error
+        moved_to = self._move_aside(step)
+        raise CorruptCheckpointError(step, self.directory, moved_to, first_cause(error)) from None
+
+    def _read_error(self, step: int) -> Exception | None:
+        """Why the arrays and the data position of ``step`` do not read back as saved (on host: no model, no mesh);
+        None if they do."""
+        path = self.manager.directory / str(step)  # an epath.Path, as orbax's handlers take
+        reader = ocp.PyTreeCheckpointHandler()  # the item's own handler: no step-level files needed
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                on_host = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray),
+                                       reader.metadata(path / "state").tree)
+                reader.restore(path / "state", args=ocp.args.PyTreeRestore(restore_args=on_host))
+            json.loads((path / "data" / "metadata").read_text())
+        except Exception as error:  # noqa: BLE001 -- any failure to read is the answer (see _restoring)
+            return error
+        finally:
+            reader.close()
+        return None
+
+    def _move_aside(self, step: int) -> str:
+        """Renames ``<step>`` to ``<step>.corrupt-<UTC time>`` (process 0; the others wait for it)."""
+        stamp = int(time.time())
+        if jax.process_count() > 1:
+            stamp = int(multihost_utils.broadcast_one_to_all(np.asarray(stamp, np.int64)))
+        source = os.path.join(self.directory, str(step))
+        target = f"{source}{CORRUPT_MARK}{time.strftime('%Y%m%d-%H%M%S', time.gmtime(stamp))}"
+        if jax.process_index() == 0 and os.path.isdir(source):
+            suffix = 1
+            while os.path.exists(target + (f"-{suffix}" if suffix > 1 else "")):
+                suffix += 1
+            target += f"-{suffix}" if suffix > 1 else ""
+            os.rename(source, target)
+        if jax.process_count() > 1:
+            multihost_utils.sync_global_devices(f"transformer_jax: checkpoint {step} moved aside")
+        self.manager.reload()
+        return target
+
     def wait(self) -> None:
-        self.manager.wait_until_finished()
+        """Waits for the save in flight. Raises DiskFullError if it found the disk full."""
+        with self._writing():
+            self.manager.wait_until_finished()
 
     def close(self) -> None:
-        self.manager.wait_until_finished()
-        self.manager.close()
+        """Completes the save in flight and closes. Raises DiskFullError if it found the disk full (once)."""
+        if self._failure is not None:  # reported already; orbax would only raise it again
+            return
+        with self._writing():
+            self.manager.close()
 
 
 def average_params(trees: list) -> dict:

@@ -147,14 +147,15 @@ def train(config: ml_collections.ConfigDict, workdir: str, *, progress: bool = T
     try:
         with jax.set_mesh(mesh), PreemptionWatch() as watch:
             train_step, eval_step = make_train_step(setup), make_eval_step(setup)
-            latest = checkpointer.latest_step()
-            if latest is not None:
-                state, data_state = checkpointer.restore(latest, setup.abstract_state)
+            restored = checkpointer.restore_latest(setup.abstract_state)  # unreadable newer ones are moved aside
+            if restored is not None:
+                latest, state, data_state = restored
                 batches.set_state(data_state)
                 logger.info("Resumed from step %d in %s", latest, checkpointer.directory)
             else:
                 state = init_state(setup)
             step = int(state["step"])
+            writer.start(step)  # drops the metrics an interrupted attempt logged after this step
             last = _loop(setup, config, state, step, batches, train_step, eval_step, dev_batches, checkpointer,
                          writer, progress, eval_hook, stop_after, watch)
     finally:  # an interrupted run still completes the checkpoint in flight
