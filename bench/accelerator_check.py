@@ -35,11 +35,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from configs import base, big, tiny
+from transformer_jax import sharding
 from transformer_jax.data.batching import BATCH_KEYS, eval_batches
 from transformer_jax.data.tokenizer import EOS_ID
 from transformer_jax.decode.translate import make_decode_fn
 from transformer_jax.model.size import flops_per_target_token
-from transformer_jax.train import sharding
 from transformer_jax.train.plan import layout_plan
 from transformer_jax.train.step import init_state, make_setup, make_train_step
 

@@ -20,8 +20,8 @@ import jax
 import numpy as np
 
 from bench.common import matmul_peak_gflops, shape_config, summary, timed
+from transformer_jax import sharding
 from transformer_jax.model.size import flops_per_target_token
-from transformer_jax.train import sharding
 from transformer_jax.train.step import init_state, make_setup, make_train_step
 
 

@@ -1,7 +1,7 @@
 """`transformer-jax compare`: runs side by side in the layout of the paper's Table 3, with the paper's numbers.
 
-    transformer-jax compare runs/table3/*                 # markdown to stdout; table.md, table.csv, bleu.png,
-                                                          # provenance.json
+    transformer-jax compare runs/table3/* [--experiment=table3]  # markdown to stdout; table.md, table.csv, bleu.png,
+                                                                 # provenance.json
     transformer-jax compare runs/table3/* --out=results/   # ... written to results/ instead of runs/table3/compare
 
 provenance.json holds, per run, every start's commit, machine and command (from <workdir>/provenance.jsonl),
@@ -18,12 +18,14 @@ import sys
 from absl import flags
 
 from experiments import get_experiment
-from launch import provenance
+from launch.flags import EXPERIMENT
 from transformer_jax.evaluate import report
+from transformer_jax.run import provenance
 
 OUT = flags.DEFINE_string("out", None, "Folder for table.md, table.csv, bleu.png and provenance.json (default: "
                                        "<the runs' common parent folder>/compare).")
 POSITIONAL = "RUN_FOLDER..."
+flags.declare_key_flag("experiment")
 
 
 def default_out(workdirs: list[str]) -> str:
@@ -46,7 +48,7 @@ def main(argv: list[str]) -> None:
             print(f"Skipping {workdir}: unreadable run files ({e}).", file=sys.stderr)
     if not runs:
         sys.exit("transformer-jax compare: none of the folders is a run (no config.json).")
-    rows = report.build_rows(runs, get_experiment("table3").paper)
+    rows = report.build_rows(runs, get_experiment(EXPERIMENT.value).paper)
     markdown = report.to_markdown(rows)
     print(markdown, end="")
     out = OUT.value or default_out([run["workdir"] for run in runs])

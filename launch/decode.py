@@ -26,6 +26,7 @@ from tqdm import tqdm
 from launch import cluster, logs, overrides
 from launch.flags import WORKDIR
 from launch.overrides import describe_decoding
+from transformer_jax.data.sources import read_lines
 from transformer_jax.decode.translate import Translator
 
 INPUT = flags.DEFINE_string("input", "-", "Source text, one sentence per line (UTF-8); - reads stdin. The file may "
@@ -40,40 +41,6 @@ FLAG_HINTS = overrides.flag_hints("decode")
 CHUNK_BATCHES = 16  # translations are written every CHUNK_BATCHES × config.decode.batch_size input lines
 
 logger = logging.getLogger(__name__)
-
-
-def read_lines(path: str) -> list[str]:
-    """The lines of ``path`` (``-``: stdin) without their line ends; only ``\\n`` (or ``\\r\\n``) ends a line.
-
-    Args:
-        path: a file, or ``-`` for standard input.
-
-    Returns:
-        One string per line; a final line end does not start another (empty) line.
-
-    Raises:
-        OSError: the file cannot be read.
-        ValueError: a line is not valid UTF-8 (the message names the line).
-    """
-    if path == "-":
-        data = sys.stdin.buffer.read()
-    else:
-        with open(path, "rb") as f:
-            data = f.read()
-    data = data.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark is not part of the first sentence
-    if not data:
-        return []
-    raw = data.split(b"\n")  # not str.splitlines: it also splits on \x0b, \x1c, U+2028, ... and would shift lines
-    if raw[-1] == b"":
-        raw.pop()
-    lines = []
-    for number, line in enumerate(raw, start=1):
-        try:
-            lines.append(line.removesuffix(b"\r").decode("utf-8"))
-        except UnicodeDecodeError as e:
-            name = "stdin" if path == "-" else path
-            raise ValueError(f"{name}: line {number} is not valid UTF-8 ({e.reason} at byte {e.start}).") from None
-    return lines
 
 
 def check_output(path: str) -> None:
@@ -123,7 +90,7 @@ def main(argv: list[str]) -> None:
     source = argv[1] if argv[1:] else INPUT.value
     overrides.run_config("decode")  # the run and the overrides, checked before the input is read
     try:
-        texts = read_lines(source)
+        texts = list(read_lines(source))
         check_output(OUTPUT.value)
     except (ValueError, OSError) as e:
         sys.exit(f"transformer-jax decode: {e}")

@@ -10,6 +10,7 @@ from absl import flags
 from ml_collections import config_flags
 
 import configs
+from experiments import EXPERIMENTS
 
 DEMO_CONFIG = os.path.join(os.path.dirname(configs.__file__), "demo.py")
 
@@ -21,6 +22,8 @@ WORKDIR = flags.DEFINE_string("workdir", None, "Run folder: config.json, vocab.m
 JSON = flags.DEFINE_bool("json", False, "Print the result as one JSON object (the last line printed).")
 CHECKPOINT = flags.DEFINE_string(
     "checkpoint", "latest", "Which checkpoint to restore: latest, a step number, or avgN (average of the last N).")
+EXPERIMENT = flags.DEFINE_enum("experiment", "table3", EXPERIMENTS,
+                               "Named sweep of experiments/ (sweep: the one to run; compare: the paper's columns).")
 EVAL_CHECKPOINT = flags.DEFINE_string(
     "eval_checkpoint", "latest", "train/sweep: checkpoint scored after training: latest, a step, or avgN (§6.1: "
     "avg5 for base, avg20 for big).")
@@ -35,7 +38,7 @@ def check_eval_checkpoint(spec: str, train_config) -> None:
     """
     if spec == "latest":
         return
-    from transformer_jax.train.checkpoint import planned_schedule  # here: `sweep --launcher=print` needs no orbax
+    from transformer_jax.run.checkpoints import planned_schedule  # here: `sweep --launcher=print` needs no orbax
 
     every, num_steps, keep = (int(train_config.checkpoint_every_steps), int(train_config.num_steps),
                               int(train_config.keep_checkpoints))

@@ -24,14 +24,13 @@ from typing import Any
 
 from absl import flags
 
-from experiments import EXPERIMENTS, Experiment, base_name, get_experiment, resolve
+from experiments import Experiment, base_name, get_experiment, resolve
 from launch import cluster, logs
-from launch.flags import EVAL_CHECKPOINT, WORKDIR, check_eval_checkpoint
+from launch.flags import EVAL_CHECKPOINT, EXPERIMENT, WORKDIR, check_eval_checkpoint
 from transformer_jax.train.preemption import Preempted
 
 LAUNCHERS = ("local", "slurm", "tpu", "print")
 
-EXPERIMENT = flags.DEFINE_enum("experiment", "table3", EXPERIMENTS, "Named sweep of experiments/ to run.")
 ROWS = flags.DEFINE_list("rows", None, "Rows to run: names and group letters, e.g. A,B1,C (A = A1..A4); "
                                        "default: every row.")
 BASE = flags.DEFINE_string("base", None, "Base config the rows apply to: a name (demo) or a file of configs/ "
@@ -53,7 +52,7 @@ TPU_REPO = flags.DEFINE_string("tpu_repo", "transformer_jax",
 ENV_SETUP = flags.DEFINE_string("env_setup", None, "Slurm/TPU: shell command run before training on each node, "
                                                    "e.g. 'source venv/bin/activate'.")
 
-for _name in ("workdir", "eval_checkpoint", *cluster.FLAG_NAMES):
+for _name in ("experiment", "workdir", "eval_checkpoint", *cluster.FLAG_NAMES):
     flags.declare_key_flag(_name)
 OVERRIDES = "override a field of every row's config, e.g. --config.train.num_steps=500 (rows apply to --base)."
 FLAG_HINTS = {"config": "sweep takes --base=NAME (and --config.x.y=value overrides), not --config."}

@@ -22,14 +22,14 @@ import jax
 import ml_collections
 from absl import flags
 
-from launch import cluster, logs, provenance
+from launch import cluster, logs
 from launch.flags import CONFIG, EVAL_CHECKPOINT, JSON, WORKDIR, check_eval_checkpoint
+from transformer_jax import sharding
 from transformer_jax.data.sources import DataError, get_source
 from transformer_jax.decode.restore import restore_run
 from transformer_jax.evaluate.evaluation import dev_bleu_hook, evaluate_split
-from transformer_jax.run import folder
-from transformer_jax.train import sharding
-from transformer_jax.train.metrics import read_metrics
+from transformer_jax.run import folder, provenance
+from transformer_jax.run.metrics import read_metrics
 from transformer_jax.train.preemption import Preempted
 from transformer_jax.train.trainer import NonFiniteLossError, build_shared_tokenizer, train
 
@@ -149,7 +149,7 @@ def run_training(config: ml_collections.ConfigDict, workdir: str, eval_splits: S
     """Trains (or resumes) ``config`` in ``workdir``, then scores ``eval_splits`` with ``checkpoint``.
 
     Everything the start needs is checked first (:func:`preflight`); each start appends the commit, machine and
-    ``command`` (default: this process's command line) to ``<workdir>/provenance.jsonl`` (launch/provenance.py);
+    ``command`` (default: this process's command line) to ``<workdir>/provenance.jsonl`` (transformer_jax/run/provenance.py);
     a start that fails before saving a checkpoint leaves the workdir as it was (:func:`undone_unless_saved`).
     Writes ``eval_<split>.json`` per split (see transformer_jax/evaluate/evaluation.py). ``on_eval(split, result,
     checkpoint)`` is called after each split (``result`` still holds its ``samples``). Returns the summary that

@@ -1,4 +1,4 @@
-"""The checkpoint step schedule (§6.1, train/checkpoint.py): averaging draws from the scheduled saves only, never from
+"""The checkpoint step schedule (§6.1, run/checkpoints.py): averaging draws from the scheduled saves only, never from
 the time-based safety saves interleaved with them; pruning keeps the last K scheduled saves plus the newest one."""
 
 import importlib.util
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from transformer_jax.decode.restore import restore_run, write_average
-from transformer_jax.train.checkpoint import on_schedule, planned_schedule, schedule_steps
+from transformer_jax.run.checkpoints import on_schedule, planned_schedule, schedule_steps
 from transformer_jax.train.trainer import train
 
 _spec = importlib.util.spec_from_file_location("tiny_setup", Path(__file__).parent / "scripts" / "tiny_setup.py")
@@ -39,7 +39,7 @@ def clocked_run(tmp_path_factory):
     config = tiny.tiny_config(num_steps=24, checkpoint_every_steps=4, checkpoint_every_minutes=10.0,
                               keep_checkpoints=5, log_every_steps=1)
     ticks = itertools.count(0, 240)
-    with _capture("transformer_jax.train.checkpoint") as records:
+    with _capture("transformer_jax.run.checkpoints") as records:
         train(config, str(workdir), progress=False, stop_after=10, clock=lambda: float(next(ticks)))
         mid = checkpoint_steps(workdir)
         mid_avg = {spec: _restored(workdir, spec) for spec in ("latest", "avg2")}

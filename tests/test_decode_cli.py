@@ -25,6 +25,7 @@ from launch import decode as decode_cli
 from launch import overrides
 from transformer_jax.data import pipeline
 from transformer_jax.data.batching import eval_batches
+from transformer_jax.data.sources import read_lines
 from transformer_jax.data.tokenizer import EOS_ID
 from transformer_jax.decode.restore import check_shapes, restore_run
 from transformer_jax.decode.translate import Translator, make_decode_fn
@@ -285,11 +286,11 @@ def test_run_overrides_change_decode_fields_only(run):
 
 def test_read_lines_keeps_every_line(tmp_path):
     path = tmp_path / "in.txt"
-    path.write_bytes("a\r\n\nb\x0bc\u2028d\n".encode())  # only \n ends a line
-    assert decode_cli.read_lines(str(path)) == ["a", "", "b\x0bc\u2028d"]
+    path.write_bytes("\ufeffa\r\n\nb\x0bc\u2028d\n".encode())  # only \n ends a line; the BOM is no text
+    assert list(read_lines(str(path))) == ["a", "", "b\x0bc\u2028d"]
     path.write_bytes(b"ok\n\xff\xfe bad\n")
-    with pytest.raises(ValueError, match="line 2 is not valid UTF-8"):
-        decode_cli.read_lines(str(path))
+    with pytest.raises(ValueError, match="line 2: invalid UTF-8"):
+        list(read_lines(str(path)))
 
 
 # --- decoding the trained model ----------------------------------------------------------------------------------

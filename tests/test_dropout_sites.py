@@ -120,12 +120,8 @@ def test_training_forward_draws_once_per_dropout_site(layers, norm_position):
 
 def test_train_step_drops_out_and_eval_step_does_not():
     """The trainer's jitted steps: the train step passes a dropout key to every site, the eval step none."""
+    from transformer_jax import sharding
     from transformer_jax.train.step import make_eval_step, make_setup, make_train_step
-
-    try:  # (the mesh module moves from transformer_jax.train to the package's top level)
-        from transformer_jax import sharding
-    except ImportError:
-        from transformer_jax.train import sharding
 
     config = tiny.get_config()
     config.model.dtype = "float32"

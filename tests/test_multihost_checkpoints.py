@@ -18,9 +18,9 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from transformer_jax.train import sharding
-from transformer_jax.train.checkpoint import Checkpointer
-from transformer_jax.train.metrics import read_metrics
+from transformer_jax import sharding
+from transformer_jax.run.checkpoints import Checkpointer
+from transformer_jax.run.metrics import read_metrics
 from transformer_jax.train.step import make_setup
 
 _spec = importlib.util.spec_from_file_location("tiny_setup", Path(__file__).parent / "scripts" / "tiny_setup.py")

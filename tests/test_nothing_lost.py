@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
+from transformer_jax import sharding
 from transformer_jax.decode.restore import restore_run
 from transformer_jax.evaluate.report import train_seconds
-from transformer_jax.train import sharding
-from transformer_jax.train.checkpoint import Checkpointer
-from transformer_jax.train.metrics import read_metrics
+from transformer_jax.run.checkpoints import Checkpointer
+from transformer_jax.run.metrics import read_metrics
 from transformer_jax.train.step import make_setup
 from transformer_jax.train.trainer import train
 

@@ -19,9 +19,10 @@ from ml_collections import config_flags
 
 from configs import table3
 from experiments import EXPERIMENTS, base_name, get_experiment, resolve, select_rows
-from launch import provenance, sweep
+from launch import sweep
 from transformer_jax.evaluate import report
 from transformer_jax.model.size import count_parameters
+from transformer_jax.run import provenance
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(REPO, "tests", "golden")

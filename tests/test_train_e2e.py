@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from transformer_jax.train.metrics import read_metrics
-from transformer_jax.train.trainer import load_config, save_config, train
+from transformer_jax.run.folder import load_config, save_config
+from transformer_jax.run.metrics import read_metrics
+from transformer_jax.train.trainer import train
 
 _spec = importlib.util.spec_from_file_location("tiny_setup", Path(__file__).parent / "scripts" / "tiny_setup.py")
 tiny = importlib.util.module_from_spec(_spec)

@@ -16,7 +16,7 @@ import optax
 import pytest
 
 from configs import base
-from transformer_jax.train import sharding
+from transformer_jax import sharding
 from transformer_jax.train.loss import cross_entropy_sums
 from transformer_jax.train.optimizer import learning_rate_schedule, make_optimizer
 from transformer_jax.train.step import init_state, make_setup, make_train_step

@@ -22,10 +22,10 @@ import jax
 import numpy as np
 import pytest
 
+from transformer_jax import sharding
 from transformer_jax.data import pipeline
-from transformer_jax.train import sharding
-from transformer_jax.train.checkpoint import Checkpointer
-from transformer_jax.train.metrics import read_metrics
+from transformer_jax.run.checkpoints import Checkpointer
+from transformer_jax.run.metrics import read_metrics
 from transformer_jax.train.step import make_setup
 from transformer_jax.train.trainer import NonFiniteLossError, train
 

@@ -31,13 +31,9 @@ import ml_collections
 import numpy as np
 from flax import nnx
 
+from transformer_jax import sharding
 from transformer_jax.model.transformer import Transformer
 from transformer_jax.train.step import init_state, make_setup, make_train_step
-
-try:  # (the mesh module moves from transformer_jax.train to the package's top level)
-    from transformer_jax import sharding
-except ImportError:
-    from transformer_jax.train import sharding
 
 STEPS = 3
 ROWS, LENGTH = 16, 16

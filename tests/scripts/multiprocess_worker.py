@@ -23,7 +23,7 @@ import json
 
 import jax
 
-from transformer_jax.train import sharding
+from transformer_jax import sharding
 from transformer_jax.train.step import init_state, make_setup, make_train_step
 
 

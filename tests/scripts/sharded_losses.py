@@ -20,8 +20,8 @@ import json
 import jax
 import numpy as np
 
-from transformer_jax.train import sharding
-from transformer_jax.train.checkpoint import Checkpointer
+from transformer_jax import sharding
+from transformer_jax.run.checkpoints import Checkpointer
 from transformer_jax.train.step import init_state, make_setup, make_train_step
 
 # name → ((data, fsdp, tensor) or None for the default, number of devices)

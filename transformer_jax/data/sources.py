@@ -17,11 +17,13 @@ back in the split's order), so an empty source line is still translated and outp
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
 import logging
 import os
+import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -103,24 +105,31 @@ def _get(config: Any, field: str, default: Any = None) -> Any:
 
 
 def read_lines(path: str | os.PathLike) -> Iterator[str]:
-    """Yields the lines of a UTF-8 text file (``.gz`` decompressed), without the line break.
+    """Yields the lines of a UTF-8 text file (``.gz`` decompressed; ``-`` = standard input), without the line break.
+
+    Only ``\n`` (or ``\r\n``) ends a line (not the other characters ``str.splitlines`` splits on, which would shift
+    aligned lines); a UTF-8 byte-order mark is not part of the first line.
 
     Raises:
         DataError: the file is missing, or a line is not valid UTF-8 (the message names file and line number).
     """
+    stdin = str(path) == "-"
     path = Path(path)
-    if not path.is_file():
+    if not stdin and (not path.exists() or path.is_dir()):  # (a device or a pipe is readable: /dev/stdin, <(...))
         raise DataError(f"File not found: {path}")
     opener = gzip.open if path.suffix == ".gz" else open
     lineno = 0
     try:
-        with opener(path, "rb") as f:
+        with contextlib.nullcontext(sys.stdin.buffer) if stdin else opener(path, "rb") as f:
             for lineno, raw in enumerate(f, start=1):
+                if lineno == 1:
+                    raw = raw.removeprefix(b"\xef\xbb\xbf")
                 try:
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError as e:
-                    raise DataError(f"{path}, line {lineno}: invalid UTF-8 ({e.reason} at byte {e.start}).") from None
-                yield line.rstrip("\r\n")
+                    name = "stdin" if stdin else path
+                    raise DataError(f"{name}, line {lineno}: invalid UTF-8 ({e.reason} at byte {e.start}).") from None
+                yield line.removesuffix("\n").removesuffix("\r")
     except (OSError, EOFError) as e:  # e.g. a truncated or non-gzip .gz file
         raise DataError(f"{path}: cannot read after line {lineno} ({e}).") from None
 

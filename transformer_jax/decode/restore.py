@@ -4,7 +4,7 @@
 (§6.1: the paper averages the last 5 checkpoints for base and the last 20 for big). ``transformer-jax average``
 writes such an average once, as ``<workdir>/averaged/avgN``, and later restores reuse it.
 
-A checkpoint that cannot be read is moved aside by train/checkpoint.py (one warning names where it went); "latest"
+A checkpoint that cannot be read is moved aside by run/checkpoints.py (one warning names where it went); "latest"
 and "avgN" then fall back to the newest checkpoints that restore, while an explicit step number fails with one
 line (:class:`CorruptCheckpointError`, an OSError).
 """
@@ -20,14 +20,12 @@ import ml_collections
 import orbax.checkpoint as ocp
 from flax import nnx
 
+from transformer_jax import sharding
 from transformer_jax.data.tokenizer import VOCAB_FILENAME, Tokenizer
-from transformer_jax.train import sharding
-from transformer_jax.train.checkpoint import CORRUPT_MARK, Checkpointer, average_params
-from transformer_jax.train.disk_errors import CorruptCheckpointError, DiskFullError, is_disk_full
-from transformer_jax.train.step import make_setup
-from transformer_jax.train.trainer import load_config
-
-AVERAGED_DIR = "averaged"
+from transformer_jax.run import folder
+from transformer_jax.run.checkpoints import CORRUPT_MARK, Checkpointer, average_params
+from transformer_jax.run.disk_errors import CorruptCheckpointError, DiskFullError, is_disk_full
+from transformer_jax.run.folder import load_config
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +43,7 @@ class RestoredRun:
 
 def _steps_for(spec: str, checkpointer: Checkpointer) -> list[int]:
     """The steps ``spec`` names: latest or a step among all checkpoints; avgN from the step schedule only (a
-    time-based safety save is resumed from, never averaged: train/checkpoint.py)."""
+    time-based safety save is resumed from, never averaged: run/checkpoints.py)."""
     steps = checkpointer.all_steps()
     if not steps:
         set_aside = sorted(n for n in os.listdir(checkpointer.directory) if CORRUPT_MARK in n)
@@ -92,7 +90,7 @@ def check_shapes(params, abstract, what: str) -> None:
 
 def _restore_params(checkpointer: Checkpointer, step: int, setup, workdir: str) -> dict:
     """Restores step ``step``'s parameters as saved, checks them against the config, places them on the mesh."""
-    abstract = setup.abstract_state["params"]
+    abstract = setup.abstract_params
     params = checkpointer.restore_params(step, abstract)
     check_shapes(params, abstract, f"Checkpoint step {step} of {workdir}")
     return jax.device_put(params, setup.param_shardings)
@@ -106,14 +104,13 @@ def restore_run(workdir: str, checkpoint: str = "latest", mesh_config=None) -> R
         raise FileNotFoundError(f"No {VOCAB_FILENAME} in {workdir}: the run's vocabulary is needed to decode.")
     tokenizer = Tokenizer.load(vocab, expected_vocab_size=config.model.vocab_size)
     mesh = sharding.make_mesh(mesh_config or config.train.mesh)
-    setup = make_setup(config, mesh)
-    averaged = os.path.join(os.path.abspath(workdir), AVERAGED_DIR, checkpoint)
+    setup = sharding.model_setup(config, mesh)  # parameters only: decoding builds no optimizer
+    averaged = folder.averaged_path(workdir, checkpoint)
     checkpointer = Checkpointer.for_run(workdir, config.train)
     while True:  # until the steps ``checkpoint`` names all restore (unreadable ones are moved aside on the way)
         steps = _steps_for(checkpoint, checkpointer)
         if len(steps) > 1 and _saved_average_steps(averaged) == steps:  # written by `average` for these very steps
-            params = ocp.StandardCheckpointer().restore(os.path.join(averaged, "params"),
-                                                        setup.abstract_state["params"])
+            params = ocp.StandardCheckpointer().restore(os.path.join(averaged, "params"), setup.abstract_params)
             return RestoredRun(config, tokenizer, mesh, setup.graphdef, params, f"{checkpoint} ({averaged})",
                                tuple(steps))
         try:
@@ -146,7 +143,7 @@ def write_average(workdir: str, last: int) -> tuple[str, list[int]]:
     The average is recomputed from the step checkpoints every time (a stale one is replaced) and records its steps,
     so ``--checkpoint=avgN`` reuses it only while the last N steps are still the same.
     """
-    path = os.path.join(os.path.abspath(workdir), AVERAGED_DIR, f"avg{last}")
+    path = folder.averaged_path(workdir, f"avg{last}")
     config = load_config(workdir)
     _steps_for(f"avg{last}", Checkpointer.for_run(workdir, config.train))  # too few: one line, before invalidating
     if os.path.exists(os.path.join(path, "steps.json")) and jax.process_index() == 0:

@@ -14,11 +14,11 @@ import ml_collections
 from flax import nnx
 from tqdm import tqdm
 
+from transformer_jax import sharding
 from transformer_jax.data.batching import eval_batches
 from transformer_jax.data.tokenizer import EOS_ID, Tokenizer
 from transformer_jax.decode.beam_search import beam_search, greedy_search, sample
 from transformer_jax.model.transformer import START_ID
-from transformer_jax.train import sharding
 
 
 def make_decode_fn(config: ml_collections.ConfigDict, graphdef: nnx.GraphDef, *, forced_length: int | None = None,

@@ -5,7 +5,6 @@ with sacreBLEU (+ signature), the paper's tokenized compound-split BLEU, chrF, t
 """
 
 import json
-import os
 import time
 
 import jax
@@ -15,6 +14,7 @@ from transformer_jax.data import pipeline
 from transformer_jax.decode.restore import RestoredRun
 from transformer_jax.decode.translate import Translator
 from transformer_jax.evaluate.bleu import evaluate_bleu
+from transformer_jax.run import folder
 
 
 def bleu_of(config: ml_collections.ConfigDict, hypotheses: list[str], references: list[str]) -> dict:
@@ -34,9 +34,9 @@ def evaluate_split(run: RestoredRun, workdir: str, split: str, progress: bool = 
                   decode_method=run.config.decode.method, beam_size=run.config.decode.beam_size,
                   length_penalty=run.config.decode.length_penalty)
     if write and jax.process_index() == 0:  # every process decodes; one writes
-        with open(os.path.join(workdir, f"translations_{split}.txt"), "w") as f:
+        with open(folder.translations_path(workdir, split), "w") as f:
             f.writelines(h + "\n" for h in hypotheses)
-        with open(os.path.join(workdir, f"eval_{split}.json"), "w") as f:
+        with open(folder.eval_path(workdir, split), "w") as f:
             json.dump(result, f, indent=2)
     result["samples"] = list(zip(src[:5], hypotheses[:5], refs[:5]))
     return result

@@ -18,8 +18,8 @@ import os
 
 import ml_collections
 
-from transformer_jax.train.metrics import START_EVENT, read_metrics
-from transformer_jax.train.trainer import CONFIG_FILE
+from transformer_jax.run import folder
+from transformer_jax.run.metrics import START_EVENT, read_metrics
 
 # Columns of the table: (key in a row dict, markdown header). Paper columns sit beside ours.
 COLUMNS = (
@@ -50,7 +50,7 @@ def _latest(records: list[dict], key: str):
 def train_seconds(records: list[dict]) -> float | None:
     """Training wall time: ``elapsed_s`` restarts at 0 in each training segment, so sum each segment's last value.
 
-    A segment opens at a start record (train/metrics.py writes one at each start, after dropping the records an
+    A segment opens at a start record (run/metrics.py writes one at each start, after dropping the records an
     interrupted attempt left beyond its checkpoint: each step is counted once) or, in files written before start
     records existed, where ``elapsed_s`` falls.
     """
@@ -75,7 +75,7 @@ def _parameters(model: dict) -> int | None:
 
 def checkpoint_steps(workdir: str) -> list[int]:
     """Steps of the finished checkpoints in ``<workdir>/checkpoints`` (orbax names each folder by its step)."""
-    directory = os.path.join(workdir, "checkpoints")
+    directory = folder.path(workdir, folder.CHECKPOINT_DIR)
     if not os.path.isdir(directory):
         return []
     return sorted(int(name) for name in os.listdir(directory)
@@ -90,11 +90,11 @@ def is_finished(workdir: str, num_steps: int) -> bool:
 
 def collect_run(workdir: str) -> dict:
     """Everything the table needs from one run folder (raises FileNotFoundError if it has no config.json)."""
-    config = _read_json(os.path.join(workdir, CONFIG_FILE))
+    config = _read_json(folder.path(workdir, folder.CONFIG_FILE))
     if config is None:
-        raise FileNotFoundError(f"No {CONFIG_FILE} in {workdir}: not a transformer-jax run folder.")
+        raise FileNotFoundError(f"No {folder.CONFIG_FILE} in {workdir}: not a transformer-jax run folder.")
     records = read_metrics(workdir)
-    dev, test = (_read_json(os.path.join(workdir, f"eval_{split}.json")) for split in ("dev", "test"))
+    dev, test = (_read_json(folder.eval_path(workdir, split)) for split in ("dev", "test"))
     num_steps = int(config["train"]["num_steps"])
     step = max((int(r["step"]) for r in records), default=0)
     if dev is not None:

@@ -1,6 +1,6 @@
 """Parameter creation with logical axis names (embed, heads, kv, mlp, vocab, length).
 
-Every parameter is an ``nnx.Param`` in float32 carrying ``logical_axes`` metadata; train/sharding.py maps those
+Every parameter is an ``nnx.Param`` in float32 carrying ``logical_axes`` metadata; transformer_jax/sharding.py maps those
 names to mesh axes with one set of rules, so the model never mentions a device or a mesh.
 """
 

@@ -2,9 +2,9 @@
 
     <workdir>/config.json          the resolved config (written by train; decode/evaluate/average read it)
     <workdir>/vocab.model          the shared SentencePiece vocabulary (§5.1)
-    <workdir>/checkpoints/STEP     orbax checkpoints (train/checkpoint.py: the step schedule, safety saves)
+    <workdir>/checkpoints/STEP     orbax checkpoints (run/checkpoints.py: the step schedule, safety saves)
     <workdir>/averaged/avgN        averaged parameters (§6.1) with the steps they came from
-    <workdir>/metrics.jsonl        one record per log/eval step (train/metrics.py); tensorboard/ beside it
+    <workdir>/metrics.jsonl        one record per log/eval step (run/metrics.py); tensorboard/ beside it
     <workdir>/provenance.jsonl     commit, machine and command of every start
     <workdir>/translations_SPLIT.txt, eval_SPLIT.json   what `evaluate` (and train's final scoring) wrote
 
@@ -19,7 +19,6 @@ import jax
 import ml_collections
 
 CONFIG_FILE = "config.json"
-VOCAB_FILE = "vocab.model"
 CHECKPOINT_DIR = "checkpoints"
 AVERAGED_DIR = "averaged"
 METRICS_FILE = "metrics.jsonl"

@@ -11,10 +11,10 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
+from transformer_jax import sharding
 from transformer_jax.data.batch_plan import BucketPlan, plan_steps, plan_warnings
 from transformer_jax.data.batching import bucket_lengths
-from transformer_jax.train import sharding
-from transformer_jax.train.checkpoint import planned_schedule
+from transformer_jax.run.checkpoints import planned_schedule
 
 
 def row_multiple(config: ml_collections.ConfigDict, num_devices: int) -> int:

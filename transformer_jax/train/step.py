@@ -16,9 +16,8 @@ import optax
 from flax import nnx
 from jax.sharding import NamedSharding
 
+from transformer_jax import sharding
 from transformer_jax.model.dropout import fold
-from transformer_jax.model.transformer import Transformer
-from transformer_jax.train import sharding
 from transformer_jax.train.loss import projected_cross_entropy_sums
 from transformer_jax.train.optimizer import learning_rate_schedule, make_optimizer
 
@@ -39,20 +38,12 @@ class Setup:
         return self.state_shardings["params"]
 
 
-def _param_shardings(abstract_params: nnx.State, mesh: jax.sharding.Mesh) -> dict:
-    specs = jax.tree.map(
-        lambda v: NamedSharding(mesh, sharding.logical_to_spec(v.get_metadata()["logical_axes"], v.shape, mesh)),
-        abstract_params, is_leaf=lambda x: isinstance(x, nnx.Variable))
-    return nnx.to_pure_dict(specs)
-
-
 def make_setup(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh) -> Setup:
     """Derives the graph, optimizer and the shardings of every state leaf, without allocating anything."""
-    abstract_model = nnx.eval_shape(lambda: Transformer(config.model, rngs=nnx.Rngs(config.seed)))
-    graphdef, abstract_params = nnx.split(abstract_model, nnx.Param)
-    param_shardings = _param_shardings(abstract_params, mesh)
+    model = sharding.model_setup(config, mesh)
+    param_shardings = model.param_shardings
     tx = make_optimizer(config)
-    abstract_opt = jax.eval_shape(tx.init, nnx.to_pure_dict(abstract_params))
+    abstract_opt = jax.eval_shape(tx.init, model.abstract_params)
     is_sharding = lambda x: isinstance(x, NamedSharding)
     opt_shardings = optax.tree_map_params(tx, lambda _, s: s, abstract_opt, param_shardings,
                                           transform_non_params=lambda _: sharding.replicated(mesh),
@@ -61,12 +52,11 @@ def make_setup(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh) -> Se
     shardings = {"params": param_shardings, "opt_state": opt_shardings, "step": rep, "rng": rep}
     abstract = jax.eval_shape(lambda: _init(config, tx))
     abstract = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, shardings)
-    return Setup(config, mesh, graphdef, tx, shardings, abstract)
+    return Setup(config, mesh, model.graphdef, tx, shardings, abstract)
 
 
 def _init(config: ml_collections.ConfigDict, tx: optax.GradientTransformation) -> dict:
-    model = Transformer(config.model, rngs=nnx.Rngs(config.seed))
-    params = nnx.to_pure_dict(nnx.state(model, nnx.Param))
+    params = sharding.init_params(config)
     return {"params": params, "opt_state": tx.init(params), "step": jnp.zeros((), jnp.int32),
             "rng": jax.random.PRNGKey(config.seed + 1)}
 

@@ -6,10 +6,10 @@ A SIGTERM saves a checkpoint at the next step and raises :class:`Preempted` (tra
 This module logs (absl/python logging) and draws a progress bar on stderr; it prints nothing to stdout.
 """
 
+import dataclasses
 import json
 import logging
 import math
-import os
 import time
 from collections.abc import Callable
 
@@ -19,57 +19,20 @@ import numpy as np
 from jax.experimental import multihost_utils
 from tqdm import tqdm
 
+from transformer_jax import sharding
 from transformer_jax.data import pipeline
-from transformer_jax.data.batching import BATCH_KEYS
-from transformer_jax.train import plan, sharding
-from transformer_jax.train.checkpoint import Checkpointer
-from transformer_jax.train.metrics import MetricsWriter
+from transformer_jax.data.batching import BATCH_KEYS, TrainBatches
+from transformer_jax.run import folder
+from transformer_jax.run.checkpoints import Checkpointer
+from transformer_jax.run.metrics import MetricsWriter
+from transformer_jax.train import plan
 from transformer_jax.train.preemption import Preempted, PreemptionWatch
 from transformer_jax.train.step import Setup, init_state, make_eval_step, make_setup, make_train_step
 
 logger = logging.getLogger(__name__)
 
-CONFIG_FILE = "config.json"
-# Sections that define what a checkpoint means: they must not change when a run resumes.
-FROZEN_SECTIONS = ("model",)
-# ... except fields that only choose how the same parameters are computed (a run may resume on another backend).
-COMPUTE_ONLY_FIELDS = {"model": ("dtype", "attention_implementation")}
-
-
 class NonFiniteLossError(RuntimeError):
     """The training loss became NaN/inf; the last good checkpoint is left intact."""
-
-
-def save_config(config: ml_collections.ConfigDict, workdir: str) -> None:
-    """Writes the resolved config to ``<workdir>/config.json``; refuses a different model on an existing run."""
-    os.makedirs(workdir, exist_ok=True)
-    path = os.path.join(workdir, CONFIG_FILE)
-    new = json.loads(config.to_json_best_effort())
-    if os.path.exists(path):
-        with open(path) as f:
-            old = json.load(f)
-        for section in FROZEN_SECTIONS:
-            free = COMPUTE_ONLY_FIELDS.get(section, ())
-            changed = sorted(k for k in set(old[section]) | set(new[section])
-                             if k not in free and old[section].get(k) != new[section].get(k))
-            if changed:
-                raise ValueError(f"{workdir} holds a run with a different config.{section} "
-                                 f"(changed: {', '.join(changed)}); use a new --workdir.")
-    if jax.process_index() != 0:  # one writer; every process checked the frozen sections above
-        return
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(new, f, indent=2)
-    os.replace(tmp, path)
-
-
-def load_config(workdir: str) -> ml_collections.ConfigDict:
-    """The resolved config a run saved in its workdir."""
-    path = os.path.join(workdir, CONFIG_FILE)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"No {CONFIG_FILE} in {workdir}: is it a transformer-jax run folder?")
-    with open(path) as f:
-        return ml_collections.ConfigDict(json.load(f))
 
 
 def build_shared_tokenizer(config: ml_collections.ConfigDict, workdir: str):
@@ -133,7 +96,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, *, progress: bool = T
       Preempted: after a SIGTERM, once the checkpoint of the step reached is complete.
     """
     t = config.train
-    save_config(config, workdir)
+    folder.save_config(config, workdir)
     tokenizer = build_shared_tokenizer(config, workdir)
     mesh = sharding.make_mesh(t.mesh)
     setup = make_setup(config, mesh)
@@ -156,42 +119,59 @@ def train(config: ml_collections.ConfigDict, workdir: str, *, progress: bool = T
                 state = init_state(setup)
             step = int(state["step"])
             writer.start(step)  # drops the metrics an interrupted attempt logged after this step
-            last = _loop(setup, config, state, step, batches, train_step, eval_step, dev_batches, checkpointer,
-                         writer, progress, eval_hook, stop_after, watch)
+            parts = _LoopParts(setup, batches, train_step, eval_step, dev_batches, checkpointer, writer, watch,
+                               eval_hook, progress)
+            last = _loop(parts, state, step, stop_after)
     finally:  # an interrupted run still completes the checkpoint in flight
         checkpointer.close()
         writer.close()
     return last
 
 
-def _loop(setup, config, state, step, batches, train_step, eval_step, dev_batches, checkpointer, writer,
-          progress, eval_hook, stop_after, watch):
-    t = config.train
+@dataclasses.dataclass
+class _LoopParts:
+    """What the training loop works with besides the state and the step: built once by :func:`train`."""
+
+    setup: Setup
+    batches: TrainBatches
+    train_step: Callable
+    eval_step: Callable
+    dev_batches: list[dict]
+    checkpointer: Checkpointer
+    writer: MetricsWriter
+    watch: PreemptionWatch
+    eval_hook: Callable | None
+    progress: bool
+
+
+def _loop(p: _LoopParts, state: dict, step: int, stop_after: int | None) -> dict:
+    """Steps from ``step`` to the end (or ``stop_after`` more): train, log, evaluate, save; returns the last metrics."""
+    t = p.setup.config.train
     end = t.num_steps if stop_after is None else min(t.num_steps, step + stop_after)
-    bar = tqdm(total=t.num_steps, initial=step, disable=not progress or jax.process_index() != 0,
+    bar = tqdm(total=t.num_steps, initial=step, disable=not p.progress or jax.process_index() != 0,
                desc="train", unit="step", dynamic_ncols=True)
     throughput, pending, last, shapes_seen = _Throughput(), [], {}, set()
     start_time, preempted = time.monotonic(), False
     while step < end:
-        local = next(batches)
+        local = next(p.batches)
         shape = local["inputs"].shape
         new_shape = shape not in shapes_seen  # its first step includes compilation: timed on its own
         if new_shape:
             jax.block_until_ready(state)
         tic = time.monotonic()
-        state, metrics = train_step(state, sharding.global_batch({k: local[k] for k in BATCH_KEYS}, setup.mesh))
+        state, metrics = p.train_step(state, sharding.global_batch({k: local[k] for k in BATCH_KEYS}, p.setup.mesh))
         step += 1
         if new_shape:
             jax.block_until_ready(metrics)
             shapes_seen.add(shape)
             compile_s = time.monotonic() - tic
             logger.info("Compiled train step for batch shape %s in %.1f s", shape, compile_s)
-            writer.write(step, compile_time_s=compile_s, batch_rows=shape[0], batch_length=shape[1])
+            p.writer.write(step, compile_time_s=compile_s, batch_rows=shape[0], batch_length=shape[1])
             throughput.exclude(compile_s)
         pending.append((step, metrics))
-        preempted = watch.reached(step)
+        preempted = p.watch.reached(step)
         log_now = step % t.log_every_steps == 0 or step == end or preempted
-        save_now = checkpointer.due(step) or step == end or preempted
+        save_now = p.checkpointer.due(step) or step == end or preempted
         eval_now = t.eval_every_steps and (step % t.eval_every_steps == 0 or step == t.num_steps)
         if log_now or save_now or eval_now:
             values = _check_finite(pending)  # one host sync per log interval, not per step
@@ -204,30 +184,30 @@ def _loop(setup, config, state, step, batches, train_step, eval_step, dev_batche
             # losses averaged over the interval's tokens (one step's loss depends on its bucket's lengths)
             for key in ("train_loss", "train_nll"):
                 last[key] = sum(float(m[key]) * float(m["target_tokens"]) for m in values) / max(tokens, 1.0)
-            last.update(tokens_per_s=throughput.rate(tokens), fill_rate=batches.stats["fill_rate"],
+            last.update(tokens_per_s=throughput.rate(tokens), fill_rate=p.batches.stats["fill_rate"],
                         elapsed_s=time.monotonic() - start_time)
             if log_now:
-                writer.write(step, **last)
+                p.writer.write(step, **last)
                 bar.set_postfix(loss=f"{last['train_loss']:.3f}", lr=f"{last['learning_rate']:.2e}",
                                 tok_s=f"{last['tokens_per_s']:.0f}")
         if eval_now:
             tic = time.monotonic()
-            dev = evaluate_loss(setup, eval_step, state["params"], dev_batches)
-            if eval_hook is not None:
-                dev.update(eval_hook(setup, state["params"], step))
-            writer.write(step, **dev)
+            dev = evaluate_loss(p.setup, p.eval_step, state["params"], p.dev_batches)
+            if p.eval_hook is not None:
+                dev.update(p.eval_hook(p.setup, state["params"], step))
+            p.writer.write(step, **dev)
             last.update(dev)
             logger.info("step %d: %s", step, json.dumps(dev))
             throughput.exclude(time.monotonic() - tic)  # evaluation time is not training throughput
         if save_now:
-            checkpointer.save(step, state, batches.get_state())
+            p.checkpointer.save(step, state, p.batches.get_state())
         bar.update(1)
         if preempted:
             break
     bar.close()
-    checkpointer.wait()
+    p.checkpointer.wait()
     if preempted:
-        logger.warning("SIGTERM: saved the checkpoint of step %d in %s and stopped.", step, checkpointer.directory)
+        logger.warning("SIGTERM: saved the checkpoint of step %d in %s and stopped.", step, p.checkpointer.directory)
         raise Preempted(step)
     last["step"] = step
     return last

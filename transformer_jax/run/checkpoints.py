@@ -45,7 +45,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from jax.experimental import multihost_utils
 
-from transformer_jax.train.disk_errors import (
+from transformer_jax.run.disk_errors import (
     CorruptCheckpointError,
     DiskFullError,
     failed_restore,
@@ -54,8 +54,8 @@ from transformer_jax.train.disk_errors import (
     is_environmental,
     quiet_orbax,
 )
+from transformer_jax.run.folder import CHECKPOINT_DIR
 
-CHECKPOINT_DIR = "checkpoints"
 UNFINISHED_MARK = ".orbax-checkpoint-tmp"  # orbax writes <step>.orbax-checkpoint-tmp[-<time>] and renames it when done
 CORRUPT_MARK = ".corrupt-"  # <step>.corrupt-<time>: a checkpoint that could not be read, set aside
 

@@ -16,9 +16,9 @@ import time
 
 import jax
 
-from transformer_jax.train.disk_errors import DiskFullError
+from transformer_jax.run.disk_errors import DiskFullError
+from transformer_jax.run.folder import METRICS_FILE
 
-METRICS_FILE = "metrics.jsonl"
 START_EVENT = "start"  # the value of "event" in the record that opens a training segment
 
 

@@ -1,4 +1,4 @@
-"""Failures of the disk under a run folder, recognised and said in one line (train/checkpoint.py, train/metrics.py).
+"""Failures of the disk under a run folder, recognised and said in one line (run/checkpoints.py, run/metrics.py).
 
 orbax and tensorstore report a full disk or an unreadable checkpoint with many exception types, hundreds of lines of
 tracebacks, and late errors from reads and writes still in flight. The trainer raises (or warns) once, with what to

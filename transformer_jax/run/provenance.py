@@ -14,8 +14,9 @@ import socket
 import subprocess
 import sys
 
-PROVENANCE_FILE = "provenance.jsonl"
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from transformer_jax.run.folder import PROVENANCE_FILE
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout (or site-packages)
 
 
 def git_commit(repo: str = REPO) -> str | None:
