@@ -10,8 +10,7 @@ import time
 import jax
 import jax.numpy as jnp
 import ml_collections
-
-from configs import base
+from transformer_jax.configs import base
 
 SHAPES = {
     "tiny": dict(d_model=128, layers=2, num_heads=4, d_ff=512, vocab_size=8000),

@@ -5,8 +5,7 @@ r"""Transformer big (Table 3, last row; Table 2): base with twice the width, 16 
 """
 
 import ml_collections
-
-from configs import table3
+from transformer_jax.configs import table3
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:

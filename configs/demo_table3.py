@@ -9,8 +9,7 @@ twenty rows fit an afternoon of a 2-core machine; every row applies its delta to
 """
 
 import ml_collections
-
-from configs import demo
+from transformer_jax.configs import demo
 
 
 def get_config() -> ml_collections.ConfigDict:

@@ -107,7 +107,7 @@ PAPER = {
 def load_base(name: str, pair: str | None = None) -> Config:
     """Returns ``configs/<name>.py``'s config (``pair`` passed on to it when given)."""
     try:
-        module = importlib.import_module(f"configs.{name}")
+        module = importlib.import_module(f"transformer_jax.configs.{name}")
     except ModuleNotFoundError:
         raise ValueError(f"Unknown base config {name!r}; use a module of configs/, e.g. base, demo_table3, multi30k.")
     return module.get_config(pair) if pair else module.get_config()

@@ -4,7 +4,7 @@ An :class:`Experiment` says which rows exist, which base they default to, what t
 which configs/ file rebuilds one row from the command line — so that every run of a sweep, whether started
 in-process or by a cluster launcher, is the same ``transformer-jax train --config=FILE:ROW,base=NAME`` command::
 
-    from experiments import get_experiment, resolve
+    from transformer_jax.experiments import get_experiment, resolve
     configs = resolve(get_experiment("table3"), "configs/demo.py", "A,B1,C")   # {row: ConfigDict}
 
 Adding a sweep: write ``experiments/<name>.py`` with a ``get_experiment()`` and add its name to EXPERIMENTS.
@@ -19,7 +19,7 @@ from typing import Any
 
 import ml_collections
 
-import configs
+from transformer_jax import configs
 
 Config = ml_collections.ConfigDict
 
@@ -68,7 +68,7 @@ def get_experiment(name: str) -> Experiment:
     """The experiment ``experiments/<name>.py`` defines; a clear error for an unknown name."""
     if name not in EXPERIMENTS:
         raise ValueError(f"Unknown experiment {name!r}; valid: {', '.join(EXPERIMENTS)}.")
-    return importlib.import_module(f"experiments.{name}").get_experiment()
+    return importlib.import_module(f"transformer_jax.experiments.{name}").get_experiment()
 
 
 def select_rows(experiment: Experiment, rows: str | Iterable[str] | None = None) -> list[str]:

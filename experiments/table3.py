@@ -9,8 +9,8 @@ The row logic lives in configs/table3.py only (``table3.apply_row``); this file 
 
 import functools
 
-from configs import table3
-from experiments import Experiment
+from transformer_jax.configs import table3
+from transformer_jax.experiments import Experiment
 
 
 def _paper() -> dict[str, dict[str, float | None]]:

@@ -14,9 +14,9 @@ import os
 import sys
 
 from absl import flags
+from transformer_jax.launch import cluster, logs, overrides
+from transformer_jax.launch.flags import JSON, WORKDIR
 
-from launch import cluster, logs, overrides
-from launch.flags import JSON, WORKDIR
 from transformer_jax.decode.restore import write_average
 
 LAST = flags.DEFINE_integer(

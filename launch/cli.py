@@ -143,7 +143,7 @@ def run(argv: list[str] | None = None) -> None:
               "(`transformer-jax --help` says what each does).", file=sys.stderr)
         sys.exit(USAGE_ERROR)
     try:  # importing the command defines --config, whose default config parses the overrides in sys.argv
-        module = importlib.import_module(f"launch.{command}")
+        module = importlib.import_module(f"transformer_jax.launch.{command}")
     except (AttributeError, KeyError) as e:
         _fail(command, _unknown_field(e))
     args = argv[2:]
@@ -151,6 +151,12 @@ def run(argv: list[str] | None = None) -> None:
         print(help_text(command, module))
         return
     check_arguments(command, module, args)
+    from transformer_jax.launch.flags import with_config_files  # (imported with the command's module anyway)
+
+    try:
+        args = with_config_files(args)  # --config=base, table3:B1,base=multi30k: the package's configs/
+    except ValueError as e:
+        _fail(command, str(e))
     app.run(module.main, argv=[f"transformer-jax {command}"] + args, flags_parser=_parse_flags)
 
 

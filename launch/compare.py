@@ -16,9 +16,9 @@ import os
 import sys
 
 from absl import flags
+from transformer_jax.experiments import get_experiment
+from transformer_jax.launch.flags import EXPERIMENT
 
-from experiments import get_experiment
-from launch.flags import EXPERIMENT
 from transformer_jax.evaluate import report
 from transformer_jax.run import provenance
 

@@ -22,10 +22,10 @@ from typing import TextIO
 import jax
 from absl import flags
 from tqdm import tqdm
+from transformer_jax.launch import cluster, logs, overrides
+from transformer_jax.launch.flags import WORKDIR
+from transformer_jax.launch.overrides import describe_decoding
 
-from launch import cluster, logs, overrides
-from launch.flags import WORKDIR
-from launch.overrides import describe_decoding
 from transformer_jax.data.sources import read_lines
 from transformer_jax.decode.translate import Translator
 

@@ -16,10 +16,10 @@ import sys
 
 import jax
 from absl import flags
+from transformer_jax.launch import cluster, logs, overrides
+from transformer_jax.launch.flags import JSON, WORKDIR
+from transformer_jax.launch.overrides import describe_decoding
 
-from launch import cluster, logs, overrides
-from launch.flags import JSON, WORKDIR
-from launch.overrides import describe_decoding
 from transformer_jax.data.sources import DataError, get_source
 from transformer_jax.evaluate.evaluation import evaluate_split
 

@@ -8,16 +8,17 @@ import re
 
 from absl import flags
 from ml_collections import config_flags
+from transformer_jax.experiments import EXPERIMENTS
 
-import configs
-from experiments import EXPERIMENTS
+from transformer_jax import configs
 
-DEMO_CONFIG = os.path.join(os.path.dirname(configs.__file__), "demo.py")
+CONFIGS_DIR = os.path.dirname(os.path.abspath(configs.__file__))
+DEMO_CONFIG = os.path.join(CONFIGS_DIR, "demo.py")
 
 CONFIG = config_flags.DEFINE_config_file(
     "config", DEMO_CONFIG,
-    "Experiment config: a file of configs/ (e.g. configs/base.py, configs/table3.py:B1, "
-    "configs/table3.py:C4,base=demo_table3); override any field with --config.section.field=value.")
+    "Experiment config, by name from any folder (base, big, demo, multi30k, table3:B1, table3:C4,base=multi30k) "
+    "or as a file (configs/base.py, my_config.py:ARG); override any field with --config.section.field=value.")
 WORKDIR = flags.DEFINE_string("workdir", None, "Run folder: config.json, vocab.model, checkpoints, metrics.jsonl.")
 JSON = flags.DEFINE_bool("json", False, "Print the result as one JSON object (the last line printed).")
 CHECKPOINT = flags.DEFINE_string(
@@ -58,3 +59,47 @@ def check_eval_checkpoint(spec: str, train_config) -> None:
                              "or config.train.keep_checkpoints.")
     else:
         raise ValueError(f"--eval_checkpoint={spec!r}: use latest, a step number, or avgN (e.g. avg5).")
+
+
+def config_names() -> list[str]:
+    """The configs installed with the package (``--config=NAME``)."""
+    return sorted(name[:-3] for name in os.listdir(CONFIGS_DIR) if name.endswith(".py") and not name.startswith("_"))
+
+
+def config_file(value: str) -> str:
+    """A ``--config`` value as the file ml_collections loads: ``NAME[:ARG]`` is the package's ``configs/NAME.py``
+    (from any folder, installed or not); a path stays a path, except that ``configs/NAME.py`` where no such file
+    exists (outside the checkout) is the package's copy.
+
+    Raises:
+        ValueError: a name that is no config (the message lists them).
+    """
+    file, colon, arg = value.partition(":")
+    if not file.endswith(".py") and "/" not in file and os.sep not in file:
+        if file not in config_names():
+            raise ValueError(f"--config={value}: no config named {file!r}; names: {', '.join(config_names())} "
+                             "(or a path to a .py file).")
+        return os.path.join(CONFIGS_DIR, f"{file}.py") + colon + arg
+    packaged = os.path.join(CONFIGS_DIR, os.path.basename(file))
+    if not os.path.exists(file) and os.path.basename(os.path.dirname(os.path.normpath(file))) == "configs" \
+            and os.path.isfile(packaged):
+        return packaged + colon + arg
+    return value
+
+
+def with_config_files(args: list[str]) -> list[str]:
+    """``args`` with every ``--config=VALUE`` / ``--config VALUE`` resolved by :func:`config_file`."""
+    out, i = [], 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            return out + args[i:]
+        if arg.startswith("--config="):
+            arg = "--config=" + config_file(arg.partition("=")[2])
+        elif arg == "--config" and i + 1 < len(args):
+            out.append(arg)
+            i += 1
+            arg = config_file(args[i])
+        out.append(arg)
+        i += 1
+    return out

@@ -11,5 +11,5 @@ def setup() -> None:
     for noisy in ("orbax", "absl", "jax", "tensorflow_datasets", "etils"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     # orbax logs through absl's logger; keep its chatter out of the console but keep ours (transformer_jax.*).
-    absl_logging.get_absl_handler().addFilter(lambda record: record.name.startswith(("transformer_jax", "launch"))
+    absl_logging.get_absl_handler().addFilter(lambda record: record.name.startswith("transformer_jax")
                                               or record.levelno >= logging.WARNING)

@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterator, Sequence
 import jax
 import ml_collections
 from absl import flags
+from transformer_jax.launch import cluster, logs
+from transformer_jax.launch.flags import CONFIG, EVAL_CHECKPOINT, JSON, WORKDIR, check_eval_checkpoint
 
-from launch import cluster, logs
-from launch.flags import CONFIG, EVAL_CHECKPOINT, JSON, WORKDIR, check_eval_checkpoint
 from transformer_jax import sharding
 from transformer_jax.data.sources import DataError, get_source
 from transformer_jax.decode.restore import restore_run

@@ -19,11 +19,11 @@ import sys
 
 import ml_collections
 import pytest
+from transformer_jax.configs import tiny
+from transformer_jax.launch import cli
+from transformer_jax.launch import train as train_cli
+from transformer_jax.launch.flags import check_eval_checkpoint
 
-from configs import tiny
-from launch import cli
-from launch import train as train_cli
-from launch.flags import check_eval_checkpoint
 from transformer_jax.data.sources import get_source
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -31,7 +31,7 @@ TINY = os.path.join("configs", "tiny.py")
 
 
 def command(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from launch.cli import run; run()", *args]
+    return [sys.executable, "-c", "from transformer_jax.launch.cli import run; run()", *args]
 
 
 def run_all(commands: dict[str, list[str]], cwd: str = REPO) -> dict[str, subprocess.CompletedProcess]:
@@ -129,7 +129,7 @@ def test_help_names_the_verb_and_lists_only_its_flags(quick, verb, foreign):
 
 
 def test_help_flags_are_the_verbs_declared_flags():
-    from launch import decode, describe, evaluate, sweep
+    from transformer_jax.launch import decode, describe, evaluate, sweep
 
     assert set(cli.command_flags(train_cli)) >= {"config", "workdir", "eval_checkpoint", "eval_splits", "json"}
     assert "checkpoint" not in cli.command_flags(train_cli)

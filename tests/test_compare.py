@@ -15,9 +15,9 @@ import subprocess
 import sys
 
 import pytest
+from transformer_jax.experiments import get_experiment
+from transformer_jax.launch.compare import default_out
 
-from experiments import get_experiment
-from launch.compare import default_out
 from transformer_jax.evaluate import report
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -130,7 +130,7 @@ def test_default_out_is_the_common_parent():
 
 def _command() -> list[str]:
     exe = shutil.which("transformer-jax") or os.path.join(os.path.dirname(sys.executable), "transformer-jax")
-    return [exe] if os.access(exe, os.X_OK) else [sys.executable, "-c", "from launch.cli import run; run()"]
+    return [exe] if os.access(exe, os.X_OK) else [sys.executable, "-c", "from transformer_jax.launch.cli import run; run()"]
 
 
 def test_cli_prints_the_table_and_writes_csv_and_png(tmp_path):

@@ -3,8 +3,7 @@
 import pytest
 from absl import flags
 from ml_collections import config_flags
-
-from configs import base, big, demo, demo_table3, multi30k, table3
+from transformer_jax.configs import base, big, demo, demo_table3, multi30k, table3
 
 # PAPER.md Table 3, written out (blank cells = base): N, d_model, d_ff, h, d_k, d_v, P_drop, ε_ls, steps, positions.
 B = {"N": 6, "d_model": 512, "d_ff": 2048, "h": 8, "d_k": 64, "d_v": 64, "P_drop": 0.1, "ls": 0.1,

@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 from absl import flags
 from flax import nnx
+from transformer_jax.configs import demo
+from transformer_jax.launch import cli as launch_cli
+from transformer_jax.launch import decode as decode_cli
+from transformer_jax.launch import overrides
 
-from configs import demo
-from launch import cli as launch_cli
-from launch import decode as decode_cli
-from launch import overrides
 from transformer_jax.data import pipeline
 from transformer_jax.data.batching import eval_batches
 from transformer_jax.data.sources import read_lines
@@ -84,13 +84,13 @@ def alone(run, sources) -> list[str]:
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     """Runs ``transformer-jax ARGS`` in a fresh interpreter (as the console script does)."""
-    return subprocess.run([sys.executable, "-c", "from launch.cli import run; run()", *args], check=False,
+    return subprocess.run([sys.executable, "-c", "from transformer_jax.launch.cli import run; run()", *args], check=False,
                           cwd=REPO, capture_output=True, text=True, timeout=300)
 
 
 def clis(*commands: list[str]) -> list[subprocess.CompletedProcess]:
     """Runs several ``transformer-jax`` command lines at once (each pays the jax import); their results in order."""
-    procs = [subprocess.Popen([sys.executable, "-c", "from launch.cli import run; run()", *args], cwd=REPO,
+    procs = [subprocess.Popen([sys.executable, "-c", "from transformer_jax.launch.cli import run; run()", *args], cwd=REPO,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for args in commands]
     results = []
     for proc in procs:

@@ -8,9 +8,8 @@ import subprocess
 import sys
 
 import pytest
-
-from configs import demo, table3
-from launch.describe import describe
+from transformer_jax.configs import demo, table3
+from transformer_jax.launch.describe import describe
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -115,7 +114,7 @@ def _command() -> list[str]:
         bindir = os.path.dirname(sys.executable)
         candidate = os.path.join(bindir, "transformer-jax")
         exe = candidate if os.access(candidate, os.X_OK) else None
-    return [exe] if exe else [sys.executable, "-c", "from launch.cli import run; run()"]
+    return [exe] if exe else [sys.executable, "-c", "from transformer_jax.launch.cli import run; run()"]
 
 
 CLI_CASES = {

@@ -16,10 +16,10 @@ import sys
 import pytest
 from absl import flags
 from ml_collections import config_flags
+from transformer_jax.configs import table3
+from transformer_jax.experiments import EXPERIMENTS, base_name, get_experiment, resolve, select_rows
+from transformer_jax.launch import sweep
 
-from configs import table3
-from experiments import EXPERIMENTS, base_name, get_experiment, resolve, select_rows
-from launch import sweep
 from transformer_jax.evaluate import report
 from transformer_jax.model.size import count_parameters
 from transformer_jax.run import provenance
@@ -258,7 +258,7 @@ def test_every_sweep_flag_has_help():
 
 def _command() -> list[str]:
     exe = shutil.which("transformer-jax") or os.path.join(os.path.dirname(sys.executable), "transformer-jax")
-    return [exe] if os.access(exe, os.X_OK) else [sys.executable, "-c", "from launch.cli import run; run()"]
+    return [exe] if os.access(exe, os.X_OK) else [sys.executable, "-c", "from transformer_jax.launch.cli import run; run()"]
 
 
 def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -378,7 +378,8 @@ def test_local_sweep_resumes_a_half_finished_row(tmp_path):
 
 def test_preempted_commands_exit_143(capsys):
     """`train` and `sweep` stopped by SIGTERM (checkpoint saved) exit as a shell reports SIGTERM, with one line."""
-    from launch import cluster
+    from transformer_jax.launch import cluster
+
     from transformer_jax.train.preemption import Preempted
 
     with pytest.raises(SystemExit) as exit_info:

@@ -8,8 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-
-from configs import table3
+from transformer_jax.configs import table3
 
 PAPER_MD = Path(__file__).resolve().parents[1] / "../shared/docs/PAPER.md"
 pytestmark = pytest.mark.skipif(not PAPER_MD.is_file(), reason="no ../shared/docs/PAPER.md")

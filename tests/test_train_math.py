@@ -14,8 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from transformer_jax.configs import base
 
-from configs import base
 from transformer_jax import sharding
 from transformer_jax.train.loss import cross_entropy_sums
 from transformer_jax.train.optimizer import learning_rate_schedule, make_optimizer

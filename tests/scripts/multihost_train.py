@@ -24,8 +24,8 @@ import json
 import logging
 
 import jax
+from transformer_jax.launch import cluster
 
-from launch import cluster
 from transformer_jax.train import trainer
 from transformer_jax.train.preemption import Preempted
 

@@ -8,8 +8,7 @@ import os
 
 import ml_collections
 import numpy as np
-
-from configs import tiny
+from transformer_jax.configs import tiny
 
 # XLA flags for the test subprocesses: compile time dominates these tiny runs, and LLVM's optimisation passes are
 # most of it on CPU (about half with these off). They change nothing a test compares within one set of flags.
