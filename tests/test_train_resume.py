@@ -129,6 +129,9 @@ def test_killed_run_resumes_bit_identical(tmp_path):
     state_0, _ = restore(reference_dir, 4)
     assert not np.array_equal(state_0["params"]["embedding"]["table"], state_ref["params"]["embedding"]["table"])
 
+    # metrics.jsonl holds every step once: the killed attempt's steps after its checkpoint were dropped on resume.
+    logged = [r["step"] for r in read_metrics(str(killed_dir)) if "train_loss" in r]
+    assert logged == list(range(1, num_steps + 1))
     # The metrics of every step after the restart equal the uninterrupted run's, to the last bit.
     m_ref, m_res = metrics_by_step(reference_dir), metrics_by_step(killed_dir)
     assert sorted(m_ref) == sorted(m_res) == list(range(1, num_steps + 1))
