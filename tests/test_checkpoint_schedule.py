@@ -10,16 +10,13 @@ from pathlib import Path
 import pytest
 
 from transformer_jax.decode.restore import restore_run, write_average
+from transformer_jax.run import folder
 from transformer_jax.run.checkpoints import on_schedule, planned_schedule, schedule_steps
 from transformer_jax.train.trainer import train
 
 _spec = importlib.util.spec_from_file_location("tiny_setup", Path(__file__).parent / "scripts" / "tiny_setup.py")
 tiny = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(tiny)
-
-
-def checkpoint_steps(workdir: Path) -> list[int]:
-    return sorted(int(p.name) for p in (workdir / "checkpoints").iterdir() if p.name.isdigit())
 
 
 def test_schedule_arithmetic():
@@ -41,7 +38,7 @@ def clocked_run(tmp_path_factory):
     ticks = itertools.count(0, 240)
     with _capture("transformer_jax.run.checkpoints") as records:
         train(config, str(workdir), progress=False, stop_after=10, clock=lambda: float(next(ticks)))
-        mid = checkpoint_steps(workdir)
+        mid = folder.checkpoint_steps(workdir)
         mid_avg = {spec: _restored(workdir, spec) for spec in ("latest", "avg2")}
         train(config, str(workdir), progress=False, clock=lambda: float(next(ticks)))
         log = [r.getMessage() for r in records]
@@ -85,7 +82,7 @@ def test_safety_saves_are_resumed_from_but_never_averaged(clocked_run):
     assert mid_restores["latest"] == "step 10"
     assert mid_restores["avg2"] == "avg2 (steps 4, 8)"
     # Finished: the last 5 scheduled saves survive (keep_checkpoints=5), every safety save was pruned.
-    assert checkpoint_steps(workdir) == [8, 12, 16, 20, 24]
+    assert folder.checkpoint_steps(workdir) == [8, 12, 16, 20, 24]
     path, steps = write_average(str(workdir), 5)
     assert steps == [8, 12, 16, 20, 24] and Path(path).is_dir()
 

@@ -18,10 +18,8 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from transformer_jax import sharding
-from transformer_jax.run.checkpoints import Checkpointer
+from transformer_jax.run import folder
 from transformer_jax.run.metrics import read_metrics
-from transformer_jax.train.step import make_setup
 
 _spec = importlib.util.spec_from_file_location("tiny_setup", Path(__file__).parent / "scripts" / "tiny_setup.py")
 tiny = importlib.util.module_from_spec(_spec)
@@ -69,19 +67,9 @@ def saved(output: str) -> list[tuple[int, str]]:
     return [(int(s), k) for s, k in re.findall(r"Saving the checkpoint of step (\d+) \((\w+)\)", output)]
 
 
-def checkpoint_steps(workdir: Path) -> list[int]:
-    return sorted(int(p.name) for p in (workdir / "checkpoints").iterdir() if p.name.isdigit())
-
-
 def final_state(workdir: Path, step: int) -> dict:
-    config = tiny.multihost_config()
-    setup = make_setup(config, sharding.make_mesh(config.train.mesh, devices=jax.devices()[:1]))
-    checkpointer = Checkpointer(str(workdir), keep=100)
-    try:
-        state, data = checkpointer.restore(step, setup.abstract_state)
-    finally:
-        checkpointer.close()
-    return {"state": jax.tree.map(np.asarray, state), "data": data}
+    state, data = tiny.restore_checkpoint(workdir, tiny.multihost_config(), step)
+    return {"state": state, "data": data}
 
 
 def test_a_skewed_clock_and_a_sigterm_on_one_host(tmp_path):
@@ -92,7 +80,7 @@ def test_a_skewed_clock_and_a_sigterm_on_one_host(tmp_path):
     for rc, output in results:
         assert rc == 0, output[-4000:]
         assert saved(output) == [(s, "scheduled") for s in SCHEDULE], output[-4000:]  # as an unskewed run
-    assert checkpoint_steps(reference) == SCHEDULE
+    assert folder.checkpoint_steps(reference) == SCHEDULE
 
     # SIGTERM to host 1 only, mid-run: JAX's preemption sync point stops both hosts at one step, both save it and
     # exit with 143 (launch/cluster.py); the same command then resumes and ends bit-identical to the reference.
@@ -107,7 +95,7 @@ def test_a_skewed_clock_and_a_sigterm_on_one_host(tmp_path):
     results = finish(procs)
     assert [rc for rc, _ in results] == [143, 143], results[0][1][-3000:] + results[1][1][-3000:]
     stops = [int(re.search(r"stopped by SIGTERM after step (\d+)", out).group(1)) for _, out in results]
-    assert stops[0] == stops[1] and 5 <= stops[0] < 12 and stops[0] in checkpoint_steps(preempted)
+    assert stops[0] == stops[1] and 5 <= stops[0] < 12 and stops[0] in folder.checkpoint_steps(preempted)
     assert saved(results[0][1]) == saved(results[1][1])
     for rc, output in finish(start(preempted, tmp_path)):
         assert rc == 0 and f"Resumed from step {stops[0]}" in output, output[-4000:]
@@ -127,4 +115,4 @@ def test_host_zeros_clock_decides_a_safety_save_for_every_host(tmp_path):
     for rc, output in results:
         assert rc == 0, output[-4000:]
     assert saved(results[0][1]) == saved(results[1][1]) == [(3, "safety"), (4, "scheduled"), (6, "scheduled")]
-    assert checkpoint_steps(workdir) == [4, 6]
+    assert folder.checkpoint_steps(workdir) == [4, 6]

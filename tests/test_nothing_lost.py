@@ -24,6 +24,7 @@ import pytest
 from transformer_jax import sharding
 from transformer_jax.decode.restore import restore_run
 from transformer_jax.evaluate.report import train_seconds
+from transformer_jax.run import folder
 from transformer_jax.run.checkpoints import Checkpointer
 from transformer_jax.run.metrics import read_metrics
 from transformer_jax.train.step import make_setup
@@ -40,10 +41,6 @@ def config():
     return tiny.tiny_config(num_steps=NUM_STEPS, checkpoint_every_steps=2)
 
 
-def checkpoint_steps(workdir: Path) -> list[int]:
-    return sorted(int(p.name) for p in (workdir / "checkpoints").iterdir() if p.name.isdigit())
-
-
 def unfinished(workdir: Path) -> list[str]:
     return [p.name for p in (workdir / "checkpoints").iterdir() if ".orbax-checkpoint-tmp" in p.name]
 
@@ -57,7 +54,7 @@ def four_steps(tmp_path_factory) -> Path:
     """A run stopped after 4 of 8 steps, with checkpoints at steps 2 and 4 (each test copies it)."""
     workdir = tmp_path_factory.mktemp("good") / "run"
     train(config(), str(workdir), progress=False, stop_after=4)
-    assert checkpoint_steps(workdir) == [2, 4]
+    assert folder.checkpoint_steps(workdir) == [2, 4]
     return workdir
 
 
@@ -100,7 +97,7 @@ def test_truncated_latest_checkpoint_training_resumes_from_the_previous_one(four
     assert len(warning) == 1 and "\n" not in warning[0], warning  # one line ...
     assert "Checkpoint step 4" in warning[0] and str(workdir / "checkpoints" / moved[0]) in warning[0]  # ... naming it
     assert "Resumed from step 2" in caplog.text
-    assert checkpoint_steps(workdir) == [2, 4, 6, 8]  # step 4 trained and saved again
+    assert folder.checkpoint_steps(workdir) == [2, 4, 6, 8]  # step 4 trained and saved again
 
 
 def test_truncated_checkpoint_decoding_and_averaging_fall_back(four_steps, tmp_path, caplog):
@@ -139,7 +136,7 @@ def test_a_checkpoint_that_does_not_fit_the_model_is_not_corrupt(four_steps):
             checkpointer.restore(4, setup.abstract_state)
     finally:
         checkpointer.close()
-    assert checkpoint_steps(four_steps) == [2, 4] and set_aside(four_steps) == []
+    assert folder.checkpoint_steps(four_steps) == [2, 4] and set_aside(four_steps) == []
 
 
 def _fail_data_save_of_step(monkeypatch, step: int) -> None:
@@ -172,14 +169,14 @@ def test_disk_full_during_a_save_is_one_error_leaves_no_tmp_and_the_rerun_resume
         train(config(), str(workdir), progress=False)
     assert_one_disk_full_line(error.value, workdir)
     assert "last complete checkpoint is step 4" in str(error.value)
-    assert unfinished(workdir) == [] and checkpoint_steps(workdir) == [2, 4]
+    assert unfinished(workdir) == [] and folder.checkpoint_steps(workdir) == [2, 4]
 
     monkeypatch.undo()  # space is back
     (workdir / "checkpoints" / "3.orbax-checkpoint-tmp-1700000000").mkdir()  # and a run killed mid-save left this
     with caplog.at_level(logging.INFO, logger="transformer_jax"):
         assert train(config(), str(workdir), progress=False)["step"] == NUM_STEPS
     assert "Resumed from step 4" in caplog.text
-    assert checkpoint_steps(workdir) == [2, 4, 6, 8] and unfinished(workdir) == []
+    assert folder.checkpoint_steps(workdir) == [2, 4, 6, 8] and unfinished(workdir) == []
 
 
 @pytest.fixture
@@ -208,12 +205,12 @@ def test_a_real_full_disk_is_one_error_and_the_rerun_resumes(four_steps, tmp_pat
     with pytest.raises(OSError) as error:
         train(config(), str(workdir), progress=False)
     assert_one_disk_full_line(error.value, workdir)
-    assert unfinished(workdir) == [] and checkpoint_steps(workdir) == [2, 4]
+    assert unfinished(workdir) == [] and folder.checkpoint_steps(workdir) == [2, 4]
 
     subprocess.run(["mount", "-o", "remount,size=8m", str(small_disk)], check=True, capture_output=True, timeout=30)
     with caplog.at_level(logging.INFO, logger="transformer_jax"):
         assert train(config(), str(workdir), progress=False)["step"] == NUM_STEPS
-    assert "Resumed from step 4" in caplog.text and checkpoint_steps(workdir) == [2, 4, 6, 8]
+    assert "Resumed from step 4" in caplog.text and folder.checkpoint_steps(workdir) == [2, 4, 6, 8]
 
 
 def test_resumed_run_logs_each_step_once_and_compare_counts_its_time_once(four_steps, tmp_path):

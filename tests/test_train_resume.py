@@ -22,11 +22,9 @@ import jax
 import numpy as np
 import pytest
 
-from transformer_jax import sharding
 from transformer_jax.data import pipeline
-from transformer_jax.run.checkpoints import Checkpointer
+from transformer_jax.run import folder
 from transformer_jax.run.metrics import read_metrics
-from transformer_jax.train.step import make_setup
 from transformer_jax.train.trainer import NonFiniteLossError, train
 
 _spec = importlib.util.spec_from_file_location("tiny_setup", Path(__file__).parent / "scripts" / "tiny_setup.py")
@@ -77,21 +75,8 @@ def signal_paced_run(workdir: Path, env: dict[str, str], ready, sig: int) -> tup
     return victim.returncode, log_path.read_text()
 
 
-def checkpoint_steps(workdir: Path) -> list[int]:
-    """Complete checkpoints: orbax writes into a temporary folder and renames it to the step number when done."""
-    directory = workdir / "checkpoints"
-    return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit()) if directory.is_dir() else []
-
-
 def restore(workdir: Path, step: int) -> tuple[dict, dict]:
-    config = tiny.resume_config()
-    setup = make_setup(config, sharding.make_mesh(config.train.mesh, devices=jax.devices()[:1]))
-    checkpointer = Checkpointer(str(workdir), keep=100)
-    try:
-        state, data_state = checkpointer.restore(step, setup.abstract_state)
-    finally:
-        checkpointer.close()
-    return jax.tree.map(np.asarray, state), data_state
+    return tiny.restore_checkpoint(workdir, tiny.resume_config(), step)
 
 
 def metrics_by_step(workdir: Path) -> dict[int, dict]:
@@ -106,9 +91,9 @@ def test_killed_run_resumes_bit_identical(tmp_path):
     run_to_end(train_cmd(reference_dir), env)
 
     returncode, _ = signal_paced_run(
-        killed_dir, env, lambda: any(s >= KILL_AFTER_CHECKPOINT for s in checkpoint_steps(killed_dir)), signal.SIGKILL)
+        killed_dir, env, lambda: any(s >= KILL_AFTER_CHECKPOINT for s in folder.checkpoint_steps(killed_dir)), signal.SIGKILL)
     assert returncode == -signal.SIGKILL
-    survived = checkpoint_steps(killed_dir)
+    survived = folder.checkpoint_steps(killed_dir)
     resume_step = survived[-1]
     assert KILL_AFTER_CHECKPOINT <= resume_step < num_steps, survived  # killed mid-way, not at the end
 
@@ -116,7 +101,7 @@ def test_killed_run_resumes_bit_identical(tmp_path):
     assert f"Resumed from step {resume_step}" in resumed_log
 
     # Final checkpoints: parameters, Adam moments, step, RNG and data position are all bit-identical.
-    assert checkpoint_steps(killed_dir)[-1] == checkpoint_steps(reference_dir)[-1] == num_steps
+    assert folder.checkpoint_steps(killed_dir)[-1] == folder.checkpoint_steps(reference_dir)[-1] == num_steps
     state_ref, data_ref = restore(reference_dir, num_steps)
     state_res, data_res = restore(killed_dir, num_steps)
     assert data_res == data_ref
@@ -159,10 +144,10 @@ def test_sigterm_saves_the_step_reached_stops_and_resumes(tmp_path):
     assert match, log[-3000:]
     stopped = int(match.group(1))
     assert 5 <= stopped < num_steps
-    assert checkpoint_steps(workdir)[-1] == stopped  # complete (renamed by orbax), whatever the schedule said
+    assert folder.checkpoint_steps(workdir)[-1] == stopped  # complete (renamed by orbax), whatever the schedule said
     assert max(metrics_by_step(workdir)) == stopped  # the step reached was logged; nothing after it ran
     assert f"Resumed from step {stopped}" in run_to_end(train_cmd(workdir), env)
-    assert checkpoint_steps(workdir)[-1] == num_steps
+    assert folder.checkpoint_steps(workdir)[-1] == num_steps
 
 
 def check_data_state_in_checkpoint(workdir: Path, step: int) -> None:
@@ -188,7 +173,7 @@ def three_good_steps(tmp_path_factory) -> Path:
     """A run folder after 3 healthy steps with a checkpoint at step 3 (copied by each test below)."""
     workdir = tmp_path_factory.mktemp("good") / "run"
     train(tiny.tiny_config(num_steps=3, checkpoint_every_steps=3), str(workdir), progress=False)
-    assert checkpoint_steps(workdir) == [3]
+    assert folder.checkpoint_steps(workdir) == [3]
     return workdir
 
 
@@ -223,7 +208,7 @@ def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(three_good_steps, 
     assert bad_step(error) in (4, 5), str(error)  # 5, or 4 if the exploded (finite) parameters are flagged as well
     assert "learning_rate_scale" in str(error)  # it says what to do
     # Nothing at or after the bad step was saved, and the good checkpoint is unchanged.
-    assert checkpoint_steps(workdir) == [3]
+    assert folder.checkpoint_steps(workdir) == [3]
     again, again_data = restore(workdir, 3)
     assert again_data == good_data
     for a, b in zip(jax.tree.leaves(good), jax.tree.leaves(again)):
@@ -238,7 +223,7 @@ def test_checkpoint_in_flight_is_completed_before_the_error(three_good_steps, tm
                                    learning_rate_scale=1e30)
     in_flight = [p.name for p in (workdir / "checkpoints").iterdir() if not p.name.isdigit()]
     assert in_flight == [], f"train() raised with checkpoint saves still in flight: {in_flight}"
-    assert checkpoint_steps(workdir) == [3, *range(4, bad_step(error))]  # every step before the bad one
+    assert folder.checkpoint_steps(workdir) == [3, *range(4, bad_step(error))]  # every step before the bad one
 
 
 def test_non_finite_update_is_never_checkpointed(three_good_steps, tmp_path):
@@ -251,5 +236,5 @@ def test_non_finite_update_is_never_checkpointed(three_good_steps, tmp_path):
     deadline = time.monotonic() + 30  # let any save still in flight finish (it would in a longer-lived process)
     while any(not p.name.isdigit() for p in (workdir / "checkpoints").iterdir()) and time.monotonic() < deadline:
         time.sleep(0.1)
-    bad = [step for step in checkpoint_steps(workdir) if not all_finite(restore(workdir, step)[0])]
+    bad = [step for step in folder.checkpoint_steps(workdir) if not all_finite(restore(workdir, step)[0])]
     assert bad == [], f"checkpoints {bad} hold non-finite parameters"

@@ -116,3 +116,20 @@ def multihost_config(num_steps: int = 12) -> ml_collections.ConfigDict:
                     eval_every_steps=1, log_every_steps=1)
     c.model.dropout_rate = 0.1  # the RNG must resume exactly too
     return c
+
+
+def restore_checkpoint(workdir, config: ml_collections.ConfigDict, step: int) -> tuple[dict, dict]:
+    """(train state as numpy, data position) of checkpoint ``step`` of ``workdir``, restored on one device."""
+    import jax  # lazy: callers set XLA_FLAGS before JAX is imported
+
+    from transformer_jax import sharding
+    from transformer_jax.run.checkpoints import Checkpointer
+    from transformer_jax.train.step import make_setup
+
+    setup = make_setup(config, sharding.make_mesh(config.train.mesh, devices=jax.devices()[:1]))
+    checkpointer = Checkpointer(str(workdir), keep=100)
+    try:
+        state, data_state = checkpointer.restore(step, setup.abstract_state)
+    finally:
+        checkpointer.close()
+    return jax.tree.map(np.asarray, state), data_state
