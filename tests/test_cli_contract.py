@@ -7,7 +7,8 @@ reported before training, in one line naming what to change; a start that fails 
 leaves no config.json and no provenance record, so the corrected command runs in the same --workdir.
 
 The quick commands start together (each pays the jax import); one chain of `train` runs on aligned text files
-(configs/tiny.py, ~30 s on 2 cores) covers a failed start, its corrected rerun and re-scoring the finished run.
+(configs/tiny.py, ~30 s on 2 cores) covers two failed starts (together), the corrected rerun and re-scoring the
+finished run.
 The decode-side contract (a positional input file, --config.decode.* reaching the search, a bad --output refused
 before decoding) is in tests/test_decode_cli.py, beside its trained run.
 """
@@ -171,25 +172,28 @@ def test_check_eval_checkpoint_follows_the_step_schedule():
 
 
 def test_a_failed_start_leaves_the_workdir_as_it_was_and_the_corrected_rerun_trains(corpus, tmp_path):
-    """Misaligned files, then a vocabulary too large for the corpus: one line each, no config.json lock and no
-    provenance record; then the corrected command trains in the same workdir, and running it again on the
-    finished run re-scores it with its training figures (not null)."""
-    workdir = tmp_path / "run"
-    base = ["train", f"--config={TINY}", f"--workdir={workdir}", "--eval_splits=", "--json"]
+    """Misaligned files (in a new folder) and a vocabulary too large for the corpus (in a folder that already holds
+    a file), started together: one line each, no config.json lock and no provenance record; then the corrected
+    command trains in the same workdir, and running it again on the finished run re-scores it with its training
+    figures (not null)."""
+    fresh, workdir = tmp_path / "fresh", tmp_path / "run"
     src, tgt = corpus["train"].split(",")
     with open(tgt, encoding="utf-8") as f:
         lines = f.readlines()
     short = tmp_path / "short.de"
     short.write_text("".join(lines[:-1]), encoding="utf-8")
-
-    misaligned = run_all({"run": [*base, *text_args({**corpus, "train": f"{src},{short}"})]})["run"]
-    assert "are not aligned" in one_line_error(misaligned)
-    assert not workdir.exists()
-
     workdir.mkdir()
     (workdir / "notes.txt").write_text("mine\n")  # a folder that held something before the start
-    too_big = run_all({"run": [*base, *text_args(corpus), "--config.model.vocab_size=100000"]})["run"]
-    assert "Set config.model.vocab_size <=" in one_line_error(too_big)
+
+    def train_in(folder) -> list[str]:
+        return ["train", f"--config={TINY}", f"--workdir={folder}", "--eval_splits=", "--json"]
+
+    base = train_in(workdir)
+    refused = run_all({"misaligned": [*train_in(fresh), *text_args({**corpus, "train": f"{src},{short}"})],
+                       "too_big": [*base, *text_args(corpus), "--config.model.vocab_size=100000"]})
+    assert "are not aligned" in one_line_error(refused["misaligned"])
+    assert not fresh.exists()
+    assert "Set config.model.vocab_size <=" in one_line_error(refused["too_big"])
     assert sorted(os.listdir(workdir)) == ["notes.txt"]  # no config.json, vocab.model, provenance.jsonl, ...
 
     first, = run_all({"run": [*base, *text_args(corpus)]}).values()

@@ -64,7 +64,7 @@ def test_config_columns(rows):
     assert (r["base"]["N"], r["base"]["d_model"], r["base"]["h"], r["base"]["d_k"]) == (1, 32, 2, 16)
     assert (r["C4"]["d_model"], r["C4"]["d_k"], r["C4"]["d_v"]) == (16, 8, 8)  # the row's delta on tiny
     assert r["D1"]["P_drop"] == 0.0 and r["base"]["P_drop"] == 0.1
-    assert r["base"]["params_m"] > 0 and r["C4"]["params_m"] < r["base"]["params_m"]
+    assert r["C4"]["params_m"] < r["base"]["params_m"]  # the values themselves are in the golden table
 
 
 def test_in_progress_run_shows_its_latest_numbers_marked(rows):
@@ -146,7 +146,7 @@ def test_cli_prints_the_table_and_writes_csv_and_png(tmp_path):
     assert len((out / "table.csv").read_text().splitlines()) == 1 + 4
     assert (out / "bleu.png").stat().st_size > 1000
     prov = json.loads((out / "provenance.json").read_text())
-    assert prov["compare"]["command"].endswith(f"--out={out}") and prov["compare"]["machine"]["cpu_count"] >= 1
+    assert prov["compare"]["command"].endswith(f"--out={out}") and prov["compare"]["machine"]["cpu_count"] == os.cpu_count()
     starts = {run["run"]: run["starts"] for run in prov["runs"]}
     assert starts["base"][0]["commit"].startswith("0123456789") and starts["D1"] == []  # D1 predates the records
     assert {run["run"]: (run["step"], run["finished"]) for run in prov["runs"]}["C4"] == (10, False)

@@ -121,20 +121,6 @@ def batch_of(run, texts: list[str]) -> jax.Array:
 # --- the commands ----------------------------------------------------------------------------------------------
 
 
-def test_decode_keeps_order_and_empty_lines(workdir, sources, alone, tmp_path):
-    src = tmp_path / "in.txt"
-    src.write_text("".join(line + "\n" for line in sources), encoding="utf-8")
-    out = tmp_path / "out.txt"
-    proc = cli("decode", f"--workdir={workdir}", f"--input={src}", f"--output={out}")
-    assert proc.returncode == 0, proc.stderr
-    lines = out.read_text(encoding="utf-8").split("\n")
-    assert lines[-1] == "" and len(lines) - 1 == len(sources)  # one line per input line, newline-terminated
-    assert lines[3] == ""  # the empty input line
-    assert lines[:-1] == alone  # order preserved: line i is sentence i's own translation
-    assert len(set(alone)) > 2, alone  # the model's outputs depend on the input, so order is really tested
-    assert "decode: 100%" in proc.stderr  # progress bar on stderr for a file
-
-
 def test_evaluate_writes_scores_and_prints_them_last(workdir):
     proc = cli("evaluate", f"--workdir={workdir}", "--split=test", "--checkpoint=avg2", "--config.decode.beam_size=2")
     assert proc.returncode == 0, proc.stderr
@@ -165,23 +151,6 @@ def test_averaging_two_checkpoints_gives_their_elementwise_mean(workdir):
     assert not all(jax.tree.leaves(jax.tree.map(lambda a, b: np.allclose(a, b), before, last)))  # a real mean
 
 
-def test_checkpoint_of_other_shapes_is_one_clear_error(workdir, tmp_path):
-    other = tmp_path / "other"
-    other.mkdir()
-    shutil.copytree(os.path.join(workdir, "checkpoints"), other / "checkpoints")
-    shutil.copy(os.path.join(workdir, "vocab.model"), other / "vocab.model")
-    with open(os.path.join(workdir, "config.json")) as f:
-        config = json.load(f)
-    config["model"]["d_ff"] = 128  # the checkpoints were trained with 64
-    (other / "config.json").write_text(json.dumps(config))
-    proc = cli("decode", f"--workdir={other}", "--input=/dev/null")
-    assert proc.returncode != 0
-    assert "Traceback" not in proc.stderr, proc.stderr
-    message = proc.stderr.strip().splitlines()[-1]
-    assert message.startswith("transformer-jax decode: Checkpoint step 400"), proc.stderr
-    assert "ffn/b_1 has shape (64,) in the checkpoint but (128,) in config.json" in message
-
-
 def test_checkpoint_of_another_vocabulary_is_a_value_error(workdir, tmp_path):
     """The CLI turns this ValueError into one line (as the d_ff case above)."""
     shutil.copy(os.path.join(workdir, "vocab.model"), tmp_path / "vocab.model")
@@ -210,14 +179,26 @@ def test_decode_takes_its_own_flags_and_config_decode_overrides():
     assert "--config.decode.beam_size=1" in launch_cli.help_text("decode", decode_cli)
 
 
+def with_other_d_ff(workdir: str, other) -> None:
+    """``other``: the run's checkpoints and vocabulary under a config.json that says d_ff 128 (trained with 64)."""
+    other.mkdir()
+    shutil.copytree(os.path.join(workdir, "checkpoints"), other / "checkpoints")
+    shutil.copy(os.path.join(workdir, "vocab.model"), other / "vocab.model")
+    with open(os.path.join(workdir, "config.json")) as f:
+        config = json.load(f)
+    config["model"]["d_ff"] = 128
+    (other / "config.json").write_text(json.dumps(config))
+
+
 @pytest.fixture(scope="module")
 def decoded(workdir, sources, tmp_path_factory) -> dict:
-    """Six commands on the trained run, started together: {name: (CompletedProcess, its output file or None)}."""
+    """Seven commands on the trained run, started together: {name: (CompletedProcess, its output file or None)}."""
     tmp = tmp_path_factory.mktemp("decoded")
     src = tmp / "in.txt"
     src.write_text("".join(line + "\n" for line in sources), encoding="utf-8")
     kept = tmp / "kept.txt"
     kept.write_text("an earlier result\n", encoding="utf-8")
+    with_other_d_ff(workdir, tmp / "other")
     commands = {
         "positional": (["decode", f"--workdir={workdir}", str(src), f"--output={tmp / 'out.txt'}"], tmp / "out.txt"),
         "beam1": (["decode", f"--workdir={workdir}", f"--input={src}", "--config.decode.beam_size=1",
@@ -228,16 +209,22 @@ def decoded(workdir, sources, tmp_path_factory) -> dict:
         "bad_checkpoint": (["decode", f"--workdir={workdir}", "--checkpoint=avg9", str(src), f"--output={kept}"],
                            kept),
         "model": (["evaluate", f"--workdir={workdir}", "--split=test", "--config.model.d_model=64"], None),
+        "other_shapes": (["decode", f"--workdir={tmp / 'other'}", "--input=/dev/null"], None),
     }
     results = clis(*(args for args, _ in commands.values()))
     return {name: (proc, out) for (name, (_, out)), proc in zip(commands.items(), results)}
 
 
-def test_decode_translates_its_positional_file(decoded, alone):
+def test_decode_translates_its_positional_file_in_order_keeping_empty_lines(decoded, sources, alone):
     """`decode --workdir=W in.txt` read stdin (0 lines, exit 0)."""
     proc, out = decoded["positional"]
     assert proc.returncode == 0, proc.stderr
-    assert out.read_text(encoding="utf-8").split("\n")[:-1] == alone
+    lines = out.read_text(encoding="utf-8").split("\n")
+    assert lines[-1] == "" and len(lines) - 1 == len(sources)  # one line per input line, newline-terminated
+    assert lines[3] == ""  # the empty input line
+    assert lines[:-1] == alone  # order preserved: line i is sentence i's own translation
+    assert len(set(alone)) > 2, alone  # the model's outputs depend on the input, so order is really tested
+    assert "decode: 100%" in proc.stderr  # progress bar on stderr for a file
 
 
 def test_config_decode_override_reaches_the_search(decoded, run, sources):
@@ -265,6 +252,12 @@ def test_a_missing_checkpoint_leaves_the_output_alone(decoded):
     proc, kept = decoded["bad_checkpoint"]
     assert "Cannot average the last 9 checkpoints" in one_line_error(proc)
     assert kept.read_text(encoding="utf-8") == "an earlier result\n"  # opened only once there is something to write
+
+
+def test_checkpoint_of_other_shapes_is_one_clear_error(decoded):
+    message = one_line_error(decoded["other_shapes"][0])
+    assert message.startswith("transformer-jax decode: Checkpoint step 400"), message
+    assert "ffn/b_1 has shape (64,) in the checkpoint but (128,) in config.json" in message
 
 
 def test_a_model_override_on_a_trained_run_is_refused(decoded):

@@ -500,21 +500,19 @@ def _loss_and_grads(graphdef):
     return jax.value_and_grad(loss)
 
 
-@pytest.mark.parametrize("row", list(table3.ROWS))
-def test_every_table3_row_traces_a_jitted_forward_backward(row):
-    """Every row of Table 3 builds and traces under jax.jit (shapes only: no compile, so all 20 rows stay cheap)."""
-    c = table3.apply_row(tiny_table3_base(), row)
-    graphdef, state = nnx.split(nnx.eval_shape(lambda: Transformer(c.model, rngs=nnx.Rngs(0))))
-    value, grads = jax.eval_shape(jax.jit(_loss_and_grads(graphdef)), state, SRC, TGT, jax.random.key(0))
-    assert value.shape == () and value.dtype == jnp.float32
-    assert jax.tree.structure(grads) == jax.tree.structure(state)
-    for g, p in zip(jax.tree.leaves(grads), jax.tree.leaves(state)):
-        assert g.shape == p.shape and g.dtype == jnp.float32
-
-
 # Rows that change what is computed, not only sizes (d_k ≠ d_v, N = 1, no dropout, learned positions): computing
-# all 20 numerically costs ~1 min of per-shape compiles on 2 cores for nothing the traced check above misses.
+# all 20 numerically costs ~1 min of per-shape compiles on 2 cores for nothing the traced check below misses.
 NUMERIC_ROWS = ("base", "B1", "C1", "D1", "E")
+
+
+def test_every_other_table3_row_traces_a_jitted_forward_backward():
+    """The rows only resized (h, d_k = d_v, N, d_model, d_ff, P_drop, ε_ls, big) build and trace under jax.jit with
+    a float32 scalar loss (shapes only: no compile, so they stay cheap); the numeric rows are computed below."""
+    for row in (r for r in table3.ROWS if r not in NUMERIC_ROWS):
+        c = table3.apply_row(tiny_table3_base(), row)
+        graphdef, state = nnx.split(nnx.eval_shape(lambda m=c.model: Transformer(m, rngs=nnx.Rngs(0))))
+        value, _ = jax.eval_shape(jax.jit(_loss_and_grads(graphdef)), state, SRC, TGT, jax.random.key(0))
+        assert (value.shape, value.dtype) == ((), jnp.float32), row
 
 
 @pytest.mark.parametrize("row", NUMERIC_ROWS)
@@ -526,7 +524,7 @@ def test_table3_row_gives_every_parameter_a_gradient(row):
     _check_every_parameter_moves(grads)
     if row == "E":  # the learned position tables are parameters and are trained
         tables = [g for g in jax.tree.leaves(grads) if g.shape == (c.model.max_len, c.model.d_model)]
-        assert len(tables) >= 1 and all(float(jnp.abs(t).max()) > 1e-5 for t in tables)
+        assert len(tables) == 2 and all(float(jnp.abs(t).max()) > 1e-5 for t in tables)  # source and target
 
 
 def test_jitted_forward_backward_matches_eager():

@@ -4,6 +4,8 @@ checkpoint; a non-finite loss stops the run by name and leaves the last good che
 
 The killed run and its references are ``trainer.train`` on the tiny synthetic config in subprocesses
 (tests/scripts/train_tiny.py), so they can be killed; the checks restore their checkpoints here on one device.
+Nothing races a clock: a run to be signalled holds at a given step (train_tiny.py --hold_at) until the test has
+signalled it, so the SIGKILL lands between two checkpoints and the SIGTERM's stop step is known, on any machine.
 The non-finite-loss runs are in-process: they continue a healthy 3-step run with an exploding learning rate.
 """
 
@@ -34,10 +36,12 @@ _spec.loader.exec_module(tiny)
 SCRIPT = str(Path(__file__).parent / "scripts" / "train_tiny.py")
 TIMEOUT_S = 600  # generous: the machine running the tests may be shared; a healthy run takes seconds
 KILL_AFTER_CHECKPOINT = 8  # SIGKILL once this checkpoint is complete, well before the end (24)
+KILL_AT = 10  # ... with the run held after step 10: between the saves of steps 8 and 12
+TERM_AT = 5  # the SIGTERM comes while the run is held after step 5, between the saves of steps 4 and 8
 
 
-def train_cmd(workdir: Path, pace_s: float = 0.0) -> list[str]:
-    return [sys.executable, SCRIPT, str(workdir), f"--pace_s={pace_s}"]
+def train_cmd(workdir: Path, *args: str) -> list[str]:
+    return [sys.executable, SCRIPT, str(workdir), *args]
 
 
 def cached_compiles_env(cache_dir: Path) -> dict[str, str]:
@@ -53,17 +57,20 @@ def run_to_end(cmd: list[str], env: dict[str, str]) -> str:
     return proc.stderr
 
 
-def signal_paced_run(workdir: Path, env: dict[str, str], ready, sig: int) -> tuple[int, str]:
-    """Starts a paced run in ``workdir``, sends it ``sig`` once ``ready()`` holds; returns (return code, stderr).
+def signal_held_run(workdir: Path, env: dict[str, str], hold_at: int, sig: int, ready=lambda: True
+                    ) -> tuple[int, str]:
+    """Starts a run in ``workdir`` that holds after step ``hold_at``; once it holds and ``ready()``, sends it ``sig``.
+    Returns (return code, stderr).
 
     stderr goes to a file beside ``workdir`` (a pipe nobody reads while waiting could fill and stall the run)."""
-    log_path = workdir.parent / f"{workdir.name}.stderr"
+    log_path, held = workdir.parent / f"{workdir.name}.stderr", workdir.parent / f"{workdir.name}.held"
     with open(log_path, "w") as log_file:
-        victim = subprocess.Popen(train_cmd(workdir, pace_s=0.15), stdout=subprocess.DEVNULL, stderr=log_file, env=env)
+        victim = subprocess.Popen(train_cmd(workdir, f"--hold_at={hold_at}", f"--held_file={held}"),
+                                  stdout=subprocess.DEVNULL, stderr=log_file, env=env)
         try:
             deadline = time.monotonic() + TIMEOUT_S
-            while not ready():
-                assert victim.poll() is None, "the run ended before the signal"
+            while not (held.exists() and ready()):
+                assert victim.poll() is None, f"the run ended before the signal:\n{log_path.read_text()[-3000:]}"
                 assert time.monotonic() < deadline, "the run did not get there"
                 time.sleep(0.02)
             victim.send_signal(sig)
@@ -90,12 +97,13 @@ def test_killed_run_resumes_bit_identical(tmp_path):
     num_steps = tiny.resume_config().train.num_steps
     run_to_end(train_cmd(reference_dir), env)
 
-    returncode, _ = signal_paced_run(
-        killed_dir, env, lambda: any(s >= KILL_AFTER_CHECKPOINT for s in folder.checkpoint_steps(killed_dir)), signal.SIGKILL)
+    # Held after step 10, the run's save of step 8 completes in the background: then the kill.
+    returncode, _ = signal_held_run(killed_dir, env, KILL_AT, signal.SIGKILL,
+                                    lambda: KILL_AFTER_CHECKPOINT in folder.checkpoint_steps(killed_dir))
     assert returncode == -signal.SIGKILL
-    survived = folder.checkpoint_steps(killed_dir)
-    resume_step = survived[-1]
-    assert KILL_AFTER_CHECKPOINT <= resume_step < num_steps, survived  # killed mid-way, not at the end
+    assert folder.checkpoint_steps(killed_dir) == [4, KILL_AFTER_CHECKPOINT]  # killed mid-way, not at the end
+    resume_step = KILL_AFTER_CHECKPOINT
+    assert max(metrics_by_step(killed_dir)) == KILL_AT  # steps after the checkpoint were logged, to be dropped
 
     resumed_log = run_to_end(train_cmd(killed_dir), env)  # the same command again
     assert f"Resumed from step {resume_step}" in resumed_log
@@ -136,15 +144,15 @@ def test_sigterm_saves_the_step_reached_stops_and_resumes(tmp_path):
     every-4-steps saves — and stops with Preempted; the same command then resumes from that step."""
     workdir, env = tmp_path / "preempted", cached_compiles_env(tmp_path / "jax_cache")
     num_steps = tiny.resume_config().train.num_steps
-    # Logged every step: the signal comes mid-way, off the every-4-steps schedule.
-    returncode, log = signal_paced_run(workdir, env, lambda: max(metrics_by_step(workdir), default=0) >= 5,
-                                       signal.SIGTERM)
+    # The signal comes while the run holds after step 5; the run continues once its handler has run, so the step it
+    # stops at is the next one, off the every-4-steps schedule.
+    returncode, log = signal_held_run(workdir, env, TERM_AT, signal.SIGTERM)
     assert returncode == 1, log[-3000:]  # the script lets Preempted propagate (the CLI exits with 143)
     match = re.search(r"Preempted: stopped by SIGTERM after step (\d+); its checkpoint is saved", log)
     assert match, log[-3000:]
     stopped = int(match.group(1))
-    assert 5 <= stopped < num_steps
-    assert folder.checkpoint_steps(workdir)[-1] == stopped  # complete (renamed by orbax), whatever the schedule said
+    assert stopped == TERM_AT + 1 < num_steps
+    assert folder.checkpoint_steps(workdir) == [4, stopped]  # complete (renamed by orbax), whatever the schedule said
     assert max(metrics_by_step(workdir)) == stopped  # the step reached was logged; nothing after it ran
     assert f"Resumed from step {stopped}" in run_to_end(train_cmd(workdir), env)
     assert folder.checkpoint_steps(workdir)[-1] == num_steps
@@ -155,10 +163,10 @@ def check_data_state_in_checkpoint(workdir: Path, step: int) -> None:
     tokenizer = pipeline.build_tokenizer(config, str(workdir))  # the run's own vocab.model
     _, saved = restore(workdir, step)
     fresh = pipeline.train_iterator(config, tokenizer, row_multiple=1, cache_dir=str(workdir))
+    start = json.loads(json.dumps(fresh.get_state()))
     for _ in range(step):
         next(fresh)
-    assert saved == json.loads(json.dumps(fresh.get_state()))
-    assert saved["batch"] + saved["window"] + saved["epoch"] > 0  # the position moved
+    assert saved == json.loads(json.dumps(fresh.get_state())) != start  # the position moved, to where it should
     # Restoring it continues with the very batch an uninterrupted iterator yields next.
     restarted = pipeline.train_iterator(config, tokenizer, row_multiple=1, cache_dir=str(workdir))
     restarted.set_state(saved)
@@ -233,8 +241,7 @@ def test_non_finite_update_is_never_checkpointed(three_good_steps, tmp_path):
     workdir, error = continue_with(three_good_steps, tmp_path, num_steps=9, checkpoint_every_steps=1,
                                    learning_rate_scale=float("inf"))
     assert bad_step(error) in (4, 5), str(error)
-    deadline = time.monotonic() + 30  # let any save still in flight finish (it would in a longer-lived process)
-    while any(not p.name.isdigit() for p in (workdir / "checkpoints").iterdir()) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    # train() completes its saves before it raises (the test above), so every checkpoint there is is final.
+    assert [p.name for p in (workdir / "checkpoints").iterdir() if not p.name.isdigit()] == []
     bad = [step for step in folder.checkpoint_steps(workdir) if not all_finite(restore(workdir, step)[0])]
     assert bad == [], f"checkpoints {bad} hold non-finite parameters"

@@ -5,11 +5,11 @@ so the runs happen in subprocesses (tests/scripts/sharded_losses.py, tests/scrip
 print JSON. Each expensive subprocess belongs to exactly one test, so pytest-xdist never runs it twice.
 
 Multi-host on one machine (DESIGN.md, "Facts checked on this machine"): two processes with 2 CPU devices each,
-gloo CPU collectives and ``jax.distributed.initialize`` on a localhost coordinator form one 4-device job.
+gloo CPU collectives and ``jax.distributed.initialize`` on a localhost coordinator form one 4-device job; the
+coordinator's port is reserved for the test (conftest.py's coordinator_port says why no other process can take it).
 """
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -74,15 +74,9 @@ def test_meshes_give_same_losses_shard_state_and_restore_across_meshes(tmp_path)
     np.testing.assert_allclose(cross["next_loss_b"], cross["next_loss_a"], rtol=1e-5)  # training continues alike
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def test_two_processes_match_one_process():
+def test_two_processes_match_one_process(coordinator_port):
     worker = str(SCRIPTS / "multiprocess_worker.py")
-    port = free_port()
+    port = coordinator_port
     # The two hosts and the single-process reference (4 devices) run at the same time.
     procs = [subprocess.Popen([sys.executable, worker, str(i), "2", str(port)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for i in range(2)]

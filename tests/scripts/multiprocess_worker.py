@@ -13,7 +13,7 @@ them into 4 global devices and gloo carries the CPU collectives. Each host feeds
 
 import sys
 
-from tiny_setup import SHARDING_STEPS, set_xla_flags, sharding_batches, sharding_config
+from tiny_setup import INITIALIZATION_TIMEOUT_S, SHARDING_STEPS, set_xla_flags, sharding_batches, sharding_config
 
 DEVICES = 4
 NUM_PROCESSES = int(sys.argv[2])
@@ -31,7 +31,7 @@ def main(process_id: int, num_processes: int, port: int) -> None:
     if num_processes > 1:
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
         jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processes=num_processes,
-                                   process_id=process_id, initialization_timeout=60)
+                                   process_id=process_id, initialization_timeout=INITIALIZATION_TIMEOUT_S)
     assert jax.device_count() == DEVICES, jax.devices()
     config = sharding_config((4, 1, 1))
     mesh = sharding.make_mesh(config.train.mesh)

@@ -106,6 +106,13 @@ def resume_config() -> ml_collections.ConfigDict:
     return c
 
 
+# How long a host of a 2-process test run waits for the other to join (jax.distributed.initialize): generous, for a
+# loaded machine where the other host's Python and JAX imports can take minutes; the tests' own deadlines are longer.
+INITIALIZATION_TIMEOUT_S = 300
+# How long a run held at a step (tests/scripts/train_tiny.py, multihost_train.py --hold_at) waits for its signal
+# before giving up on its own (a test that died without killing it must not leave it behind for ever).
+HOLD_DEADLINE_S = 1200
+
 MULTIHOST_JUMP_S = 600.0  # a clock jump of one safety-save interval (checkpoint_every_minutes below)
 
 
