@@ -20,6 +20,7 @@ import sys
 
 import ml_collections
 import pytest
+from cli_runs import run_all
 from transformer_jax.configs import tiny
 from transformer_jax.launch import cli
 from transformer_jax.launch import train as train_cli
@@ -27,24 +28,7 @@ from transformer_jax.launch.flags import check_eval_checkpoint
 
 from transformer_jax.data.sources import get_source
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = os.path.join("configs", "tiny.py")
-
-
-def command(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from transformer_jax.launch.cli import run; run()", *args]
-
-
-def run_all(commands: dict[str, list[str]], cwd: str = REPO) -> dict[str, subprocess.CompletedProcess]:
-    """Runs ``transformer-jax ARGS`` command lines at once; their results by name."""
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    procs = {name: subprocess.Popen(command(*args), cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True) for name, args in commands.items()}
-    results = {}
-    for name, proc in procs.items():
-        out, err = proc.communicate(timeout=600)
-        results[name] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-    return results
 
 
 def one_line_error(proc: subprocess.CompletedProcess) -> str:

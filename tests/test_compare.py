@@ -10,17 +10,15 @@ import csv
 import io
 import json
 import os
-import shutil
 import subprocess
-import sys
 
 import pytest
+from cli_runs import REPO, command
 from transformer_jax.experiments import get_experiment
 from transformer_jax.launch.compare import default_out
 
 from transformer_jax.evaluate import report
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "compare")
 GOLDEN = os.path.join(REPO, "tests", "golden", "compare_table3.md")
 RUNS = ("C4", "D1", "base", "custom")  # glob order; the table puts them in the paper's order
@@ -128,15 +126,10 @@ def test_default_out_is_the_common_parent():
     assert default_out(["runs/t3/A1", "runs/other/B1"]) == os.path.abspath("runs/compare")
 
 
-def _command() -> list[str]:
-    exe = shutil.which("transformer-jax") or os.path.join(os.path.dirname(sys.executable), "transformer-jax")
-    return [exe] if os.access(exe, os.X_OK) else [sys.executable, "-c", "from transformer_jax.launch.cli import run; run()"]
-
-
 def test_cli_prints_the_table_and_writes_csv_and_png(tmp_path):
     folders = [os.path.join("tests", "fixtures", "compare", name) for name in sorted(os.listdir(FIXTURES))]
     out = tmp_path / "out"
-    proc = subprocess.run(_command() + ["compare", *folders, f"--out={out}"], check=False, cwd=REPO, capture_output=True,
+    proc = subprocess.run(command() + ["compare", *folders, f"--out={out}"], check=False, cwd=REPO, capture_output=True,
                           text=True, timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})
     assert proc.returncode == 0, proc.stderr
     with open(GOLDEN) as f:
@@ -153,7 +146,7 @@ def test_cli_prints_the_table_and_writes_csv_and_png(tmp_path):
 
 
 def test_cli_without_runs_fails_cleanly(tmp_path):
-    proc = subprocess.run(_command() + ["compare", str(tmp_path)], check=False, cwd=REPO, capture_output=True, text=True,
+    proc = subprocess.run(command() + ["compare", str(tmp_path)], check=False, cwd=REPO, capture_output=True, text=True,
                           timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "no config.json" in proc.stderr

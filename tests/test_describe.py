@@ -1,17 +1,13 @@
 """Tests for `transformer-jax describe`: parameter counts against Table 3, FLOPs per target token, the CLI."""
 
 import json
-import os
 import re
-import shutil
 import subprocess
-import sys
 
 import pytest
+from cli_runs import run_all
 from transformer_jax.configs import demo, table3
 from transformer_jax.launch.describe import describe
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # PAPER.md: a faithful count (one embedding matrix shared three ways, biases everywhere, 37000 vocabulary), ×10^6.
 FAITHFUL = {"base": 63.1, "B1": 56.0, "B2": 58.4, "C1": 33.7, "C2": 48.4, "C3": 77.8, "C4": 26.8, "C5": 163.9,
@@ -110,15 +106,6 @@ def test_flops_per_target_token_by_hand():
 # --- the command line, end to end ------------------------------------------------------------------------------
 
 
-def _command() -> list[str]:
-    exe = shutil.which("transformer-jax")
-    if exe is None:
-        bindir = os.path.dirname(sys.executable)
-        candidate = os.path.join(bindir, "transformer-jax")
-        exe = candidate if os.access(candidate, os.X_OK) else None
-    return [exe] if exe else [sys.executable, "-c", "from transformer_jax.launch.cli import run; run()"]
-
-
 CLI_CASES = {
     "c5": ["describe", "--config=configs/table3.py:C5", "--json"],
     "typo": ["describe", "--config=configs/table3.py:C5", "--config.model.d_modell=3", "--json"],
@@ -131,18 +118,7 @@ CLI_CASES = {
 @pytest.fixture(scope="module")
 def cli_runs() -> dict[str, subprocess.CompletedProcess]:
     """The CLI runs, started together (each pays the jax import) from the repository root."""
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    procs = {name: subprocess.Popen(_command() + args, cwd=REPO, env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True) for name, args in CLI_CASES.items()}
-    runs = {}
-    for name, proc in procs.items():
-        try:
-            out, err = proc.communicate(timeout=600)  # generous: a loaded machine
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
-        runs[name] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-    return runs
+    return run_all(CLI_CASES)
 
 
 def test_cli_describe_json(cli_runs):

@@ -9,13 +9,12 @@ import dataclasses
 import json
 import os
 import shlex
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from absl import flags
+from cli_runs import REPO, run_all
 from ml_collections import config_flags
 from transformer_jax.configs import table3
 from transformer_jax.experiments import EXPERIMENTS, base_name, get_experiment, resolve, select_rows
@@ -25,7 +24,6 @@ from transformer_jax.evaluate import report
 from transformer_jax.model.size import count_parameters
 from transformer_jax.run import provenance
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(REPO, "tests", "golden")
 NORMALISED_REPO = "/path/to/repo"
 TABLE3 = get_experiment("table3")
@@ -243,14 +241,8 @@ def test_every_sweep_flag_has_help():
 # --- the command line -----------------------------------------------------------------------------------------------
 
 
-def _command() -> list[str]:
-    exe = shutil.which("transformer-jax") or os.path.join(os.path.dirname(sys.executable), "transformer-jax")
-    return [exe] if os.access(exe, os.X_OK) else [sys.executable, "-c", "from transformer_jax.launch.cli import run; run()"]
-
-
 def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(_command() + ["sweep", *args], check=False, cwd=REPO, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "JAX_PLATFORMS": "cpu", **(env or {})})
+    return run_all({"sweep": ["sweep", *args]}, env=env)["sweep"]
 
 
 def compilation_cache(tmp_path) -> dict:
@@ -273,14 +265,7 @@ def quick(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
         "line_break": ["--rows=B1,C4", "--launcher=slurm", f"--workdir={tmp / 't3'}",
                        "--slurm_partition=gpu\n#SBATCH --wrap=evil"],
     }
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    procs = {name: subprocess.Popen(_command() + ["sweep", *args], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True) for name, args in commands.items()}
-    results = {}
-    for name, proc in procs.items():
-        out, err = proc.communicate(timeout=600)
-        results[name] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-    return results
+    return run_all({name: ["sweep", *args] for name, args in commands.items()})
 
 
 def test_cli_print_is_the_golden_output(quick):
