@@ -41,6 +41,10 @@ def model_config() -> ml_collections.ConfigDict:
     # kernel where it takes the shapes and dtype, else XLA's) and the einsum path tuned for XLA:CPU on CPU;
     # "cpu" / "xla" / "cudnn" force one. Cached decoding (and attention-weight dropout) always uses the einsum path.
     m.attention_implementation = "auto"
+    # §4 / Table 1 row 4: restricted self-attention. 0 = full attention (the paper's models); r > 0 = each query
+    # attends only to keys within distance r by position in its sentence (|i - j| ≤ r; causal in the decoder:
+    # i - r ≤ j ≤ i). Self-attention only (encoder and decoder); encoder-decoder attention stays full.
+    m.attention_window = 0
     return m
 
 

@@ -40,7 +40,8 @@ def describe(config, seq_len: int, num_processes: int = 1, devices_per_process: 
         "params_embedding": counts["embedding"],
         "params_nonembedding": counts["nonembedding"],
         "flops_per_target_token": flops_per_target_token(config.model, seq_len),
-        "flops_formula": "3 * (2*(P_enc+P_dec matrices) + 2*d_model*vocab + attention(seq_len)); see model/size.py",
+        "flops_formula": ("3 * (2*(P_enc+P_dec matrices) + 2*d_model*vocab + attention(seq_len, attention_window)); "
+                          "see model/size.py"),
         "seq_len": seq_len,
         **plan.as_dict(int(config.data.tokens_per_batch), int(config.train.grad_accum_steps)),
     }

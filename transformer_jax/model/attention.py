@@ -47,20 +47,43 @@ def causal_mask(length: int) -> Mask:
     return jnp.tril(jnp.ones((length, length), dtype=bool))[None, None]
 
 
-def beam_cache_mask(slots: jax.Array, index: jax.Array) -> Mask:
+def window_mask(q_positions: jax.Array, k_positions: jax.Array, window: int) -> Mask:
+    """Restricted self-attention (§4, Table 1 row 4): a query attends only to keys within distance ``window``.
+
+    Distances are between POSITIONS within a sentence (``*_position``, restarting at 0 per packed sentence), not
+    column indices; keys of other packed sentences are excluded by `padding_mask`, with which this is combined.
+    In the decoder the causal mask (§3.2.3) then leaves j ∈ [i - window, i].
+
+    Args:
+      q_positions: int [B, L]; k_positions: int [B, S]; window: r > 0 (0 = full attention: use no window mask).
+    Returns:
+      bool [B, 1, L, S]: |position_q - position_k| ≤ r.
+    """
+    distance = jnp.abs(q_positions[:, :, None] - k_positions[:, None, :])
+    return (distance <= window)[:, None]
+
+
+def beam_cache_mask(slots: jax.Array, index: jax.Array, window: int = 0) -> Mask:
     """Self-attention mask of one decoding step over the beams' shared cache (`MultiHeadAttention.step`).
 
     Hypothesis j of sentence b may attend to cache row τ·K + s iff slot s holds its key/value for position τ
-    (``slots[b, j, τ] == s``, its ancestry) and τ ≤ ``index`` (§3.2.3: no leftward information flow).
+    (``slots[b, j, τ] == s``, its ancestry) and τ ≤ ``index`` (§3.2.3: no leftward information flow). Cache
+    position τ is the target position τ (every sentence decodes in lockstep from position 0), so a ``window``
+    r > 0 (restricted self-attention, `window_mask`) also requires τ ≥ ``index`` - r.
 
     Args:
-      slots: int32 [B, K, T], each hypothesis's slot per position; index: int32 scalar, the current position.
+      slots: int32 [B, K, T], each hypothesis's slot per position; index: int32 scalar, the current position;
+      window: ``model.attention_window`` (0 = full attention).
     Returns:
       bool [B, 1, K, T·K].
     """
     batch, beams, length = slots.shape
     own = slots[:, :, :, None] == jnp.arange(beams, dtype=slots.dtype)  # [B, Kq, T, Ks]
-    mask = own & (jnp.arange(length) <= index)[:, None]
+    positions = jnp.arange(length)
+    allowed = positions <= index
+    if window > 0:
+        allowed = allowed & (positions >= index - window)
+    mask = own & allowed[:, None]
     return mask.reshape(batch, 1, beams, length * beams)
 
 

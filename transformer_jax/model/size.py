@@ -5,9 +5,16 @@ source token per target token and sentences of ``seq_len`` tokens, counting mult
 
     forward = 2 · (P_enc + P_dec)                       # every projection and FFN matrix (biases ignored)
             + 2 · d_model · vocab                        # pre-softmax projection (§3.4)
-            + N_enc · 2 · seq_len · h · (d_k + d_v)      # encoder self-attention scores and weighted sums
-            + N_dec · 2 · 2 · seq_len · h · (d_k + d_v)  # decoder self- and cross-attention (full, unmasked)
+            + N_enc · 2 · span_enc · h · (d_k + d_v)     # encoder self-attention scores and weighted sums
+            + N_dec · 2 · span_dec · h · (d_k + d_v)     # decoder self-attention (counted unmasked)
+            + N_dec · 2 · seq_len · h · (d_k + d_v)      # decoder cross-attention (always full)
     training = 3 · forward
+
+The span is the number of keys a query attends to: seq_len with full attention (``model.attention_window`` 0,
+the paper's models). Restricted self-attention with window r > 0 (§4, Table 1 row 4) has span_enc =
+min(seq_len, 2r + 1) (|i - j| ≤ r) and span_dec = min(seq_len, r + 1) (i - r ≤ j ≤ i); cross-attention is
+unchanged. These are the FLOPs the restriction makes necessary; the implementation masks a full [L, S] score
+matrix, so it does not save them.
 
 P_enc / P_dec count only the matrices of the layers (embeddings are lookups, not matmuls).
 """
@@ -51,8 +58,14 @@ def _layer_matmul_params(m: ml_collections.ConfigDict) -> tuple[int, int]:
 def flops_per_target_token(m: ml_collections.ConfigDict, seq_len: int = 32) -> float:
     """Training FLOPs per target token (formula in the module docstring)."""
     enc_layer, dec_layer = _layer_matmul_params(m)
-    attn = 2 * seq_len * m.num_heads * (m.d_k + m.d_v)
+    window = int(m.get("attention_window", 0))
+    enc_span = min(seq_len, 2 * window + 1) if window > 0 else seq_len
+    dec_span = min(seq_len, window + 1) if window > 0 else seq_len
+
+    def attn(span: int) -> int:
+        return 2 * span * m.num_heads * (m.d_k + m.d_v)
+
     forward = (2 * (m.num_encoder_layers * enc_layer + m.num_decoder_layers * dec_layer)
                + 2 * m.d_model * m.vocab_size
-               + m.num_encoder_layers * attn + m.num_decoder_layers * 2 * attn)
+               + m.num_encoder_layers * attn(enc_span) + m.num_decoder_layers * (attn(dec_span) + attn(seq_len)))
     return 3.0 * forward

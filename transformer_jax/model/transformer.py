@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import ml_collections
 from flax import nnx
 
-from transformer_jax.model.attention import beam_cache_mask, padding_mask
+from transformer_jax.model.attention import Mask, beam_cache_mask, padding_mask, window_mask
 from transformer_jax.model.dropout import dropout, fold
 from transformer_jax.model.embedding import Embedding, PositionalEncoding
 from transformer_jax.model.layers import DecoderLayer, EncoderLayer, LayerNorm
@@ -34,6 +34,14 @@ def _segments_and_positions(ids: jax.Array, segmentation: jax.Array | None,
     if position is None:
         position = jnp.broadcast_to(jnp.arange(ids.shape[1], dtype=jnp.int32), ids.shape)
     return segmentation, position
+
+
+def self_attention_mask(segmentation: jax.Array, position: jax.Array, window: int) -> Mask:
+    """Self-attention mask of a stack, built once per forward: `padding_mask` (padding, packed sentences) and,
+    with ``model.attention_window`` r > 0, `window_mask` (restricted self-attention: |i - j| ≤ r by position
+    within the sentence). The decoder layers add the causal mask (§3.2.3)."""
+    mask = padding_mask(segmentation, segmentation)
+    return mask & window_mask(position, position, window) if window > 0 else mask
 
 
 def shift_right(targets: jax.Array, position: jax.Array) -> jax.Array:
@@ -66,6 +74,10 @@ class Transformer(nnx.Module):
             self.encoder_norm = LayerNorm(m.d_model, m.layer_norm_epsilon, dtype)
             self.decoder_norm = LayerNorm(m.d_model, m.layer_norm_epsilon, dtype)
         self.dropout_rate = m.dropout_rate
+        # (run folders written before the field existed have no attention_window: 0 = full, base.py's default)
+        self.attention_window = int(m.get("attention_window", 0))
+        if self.attention_window < 0:
+            raise ValueError(f"model.attention_window must be ≥ 0 (0 = full attention), got {self.attention_window}.")
 
     def embeddings(self) -> tuple[Embedding, Embedding, Embedding]:
         """(source embedding, target embedding, pre-softmax projection): one module three times when shared."""
@@ -79,7 +91,7 @@ class Transformer(nnx.Module):
         segmentation, position = _segments_and_positions(inputs, inputs_segmentation, inputs_position)
         x = self.source_positions(self.embeddings()[0](inputs), position)
         x = dropout(x, self.dropout_rate, fold(dropout_key, 0))  # §5.4: dropout on embedding + PE sums.
-        mask = padding_mask(segmentation, segmentation)
+        mask = self_attention_mask(segmentation, position, self.attention_window)
         for i, layer in enumerate(self.encoder_layers):
             x = layer(x, mask, fold(dropout_key, i + 1))
         return self.encoder_norm(x) if self.pre_ln else x
@@ -92,7 +104,7 @@ class Transformer(nnx.Module):
         segmentation, position = _segments_and_positions(targets, targets_segmentation, targets_position)
         y = self.target_positions(self.embeddings()[1](shift_right(targets, position)), position)
         y = dropout(y, self.dropout_rate, fold(dropout_key, 0))
-        self_mask = padding_mask(segmentation, segmentation)  # the layers add the causal mask (§3.2.3)
+        self_mask = self_attention_mask(segmentation, position, self.attention_window)  # layers add causal
         cross_mask = padding_mask(segmentation, src_segmentation)
         for i, layer in enumerate(self.decoder_layers):
             y = layer(y, memory, self_mask, cross_mask, fold(dropout_key, i + 1))
@@ -162,7 +174,7 @@ class Transformer(nnx.Module):
         slots = cache["slots"].at[:, :, index].set(jnp.arange(beams, dtype=jnp.int32))  # each writes its own slot
         tokens = tokens.reshape(batch, beams)
         y = self.target_positions(self.embeddings()[1](tokens), jnp.broadcast_to(index, tokens.shape))
-        self_mask = beam_cache_mask(slots, index)  # the same for every layer
+        self_mask = beam_cache_mask(slots, index, self.attention_window)  # the same for every layer
         new_kv = []
         for layer, cross_kv, kv in zip(self.decoder_layers, memory["cross_kv"], cache["kv"]):
             y, layer_kv = layer.step(y, cross_kv, memory["mask"], kv, self_mask, index)
