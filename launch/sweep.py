@@ -170,7 +170,7 @@ def run_local(configs: dict, workdir: str, commands: dict[str, list[str]],
     """Trains and evaluates each row in turn (skipping finished rows); returns {row: error} for failed rows."""
     from transformer_jax.launch.train import run_training  # imported here: the other launchers need no model code
 
-    from transformer_jax.evaluate.report import is_finished
+    from transformer_jax.run.folder import is_finished
 
     failed = {}
     for i, (row, config) in enumerate(configs.items(), 1):

@@ -18,6 +18,7 @@ from transformer_jax.experiments import get_experiment
 from transformer_jax.launch.compare import default_out
 
 from transformer_jax.evaluate import report
+from transformer_jax.run import folder
 
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "compare")
 GOLDEN = os.path.join(REPO, "tests", "golden", "compare_table3.md")
@@ -110,15 +111,15 @@ def test_a_folder_without_config_is_not_a_run():
 
 def test_is_finished_needs_the_last_checkpoint_and_test_bleu(tmp_path):
     run = tmp_path / "run"
-    assert not report.is_finished(str(run), 20)
+    assert not folder.is_finished(str(run), 20)
     (run / "checkpoints" / "10").mkdir(parents=True)
     (run / "checkpoints" / "10.orbax-checkpoint-tmp-1").mkdir()  # a save in flight is not a checkpoint
-    assert report.checkpoint_steps(str(run)) == [10]
+    assert folder.checkpoint_steps(str(run)) == [10]
     (run / "eval_test.json").write_text(json.dumps({"sacrebleu": 1.0}))
-    assert not report.is_finished(str(run), 20)
+    assert not folder.is_finished(str(run), 20)
     (run / "checkpoints" / "20").mkdir()
-    assert report.is_finished(str(run), 20)
-    assert not report.is_finished(str(run), 40)  # num_steps raised: the sweep resumes it
+    assert folder.is_finished(str(run), 20)
+    assert not folder.is_finished(str(run), 40)  # num_steps raised: the sweep resumes it
 
 
 def test_default_out_is_the_common_parent():

@@ -22,7 +22,7 @@ from transformer_jax.launch import sweep
 
 from transformer_jax.evaluate import report
 from transformer_jax.model.size import count_parameters
-from transformer_jax.run import provenance
+from transformer_jax.run import folder, provenance
 
 GOLDEN = os.path.join(REPO, "tests", "golden")
 NORMALISED_REPO = "/path/to/repo"
@@ -332,7 +332,7 @@ def test_local_sweep_two_rows_end_to_end(in_repo, tmp_path, capsys):
     configs = resolve(TABLE3, "tiny", "base,D1", overrides)
     for row, config in configs.items():
         rundir = os.path.join(workdir, row)
-        assert report.is_finished(rundir, 5)
+        assert folder.is_finished(rundir, 5)
         with open(os.path.join(rundir, "config.json")) as f:  # trained = in-process = the printed command's config
             saved = json.load(f)
         assert saved == json.loads(config.to_json_best_effort())
@@ -359,12 +359,12 @@ def test_local_sweep_resumes_a_half_finished_row(tmp_path):
     workdir = tmp_path / "table3"
     config = resolve(TABLE3, "tiny", "C4")["C4"]
     train(config, str(workdir / "C4"), progress=False, stop_after=10)
-    assert report.checkpoint_steps(str(workdir / "C4")) == [10]
+    assert folder.checkpoint_steps(str(workdir / "C4")) == [10]
     proc = cli("--base=tiny", "--rows=C4,D3", f"--workdir={workdir}", env=compilation_cache(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert "Resumed from step 10" in proc.stderr
     for row in ("C4", "D3"):
-        assert report.is_finished(str(workdir / row), 20)
+        assert folder.is_finished(str(workdir / row), 20)
     steps = [json.loads(line)["step"] for line in (workdir / "C4" / "metrics.jsonl").read_text().splitlines()]
     assert steps == sorted(steps) and steps[-1] == 20
     again = cli("--base=tiny", "--rows=C4,D3", f"--workdir={workdir}")

@@ -100,11 +100,6 @@ def gather_to_host(x: jax.Array) -> np.ndarray:
     return np.asarray(multihost_utils.process_allgather(x, tiled=True))
 
 
-def data_parallel_size(mesh: jax.sharding.Mesh) -> int:
-    """How many ways a batch is split (rows must be a multiple of this)."""
-    return mesh.shape["data"] * mesh.shape["fsdp"]
-
-
 @dataclasses.dataclass
 class ModelSetup:
     """The model's graph and its parameters' shapes and shardings on a mesh (nothing allocated)."""

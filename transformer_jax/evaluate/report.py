@@ -73,21 +73,6 @@ def _parameters(model: dict) -> int | None:
         return None
 
 
-def checkpoint_steps(workdir: str) -> list[int]:
-    """Steps of the finished checkpoints in ``<workdir>/checkpoints`` (orbax names each folder by its step)."""
-    directory = folder.path(workdir, folder.CHECKPOINT_DIR)
-    if not os.path.isdir(directory):
-        return []
-    return sorted(int(name) for name in os.listdir(directory)
-                  if name.isdigit() and os.path.isdir(os.path.join(directory, name)))
-
-
-def is_finished(workdir: str, num_steps: int) -> bool:
-    """A run is finished when its last checkpoint is at ``num_steps`` and its test split has been scored."""
-    steps = checkpoint_steps(workdir)
-    return bool(steps) and steps[-1] == num_steps and os.path.exists(os.path.join(workdir, "eval_test.json"))
-
-
 def collect_run(workdir: str) -> dict:
     """Everything the table needs from one run folder (raises FileNotFoundError if it has no config.json)."""
     config = _read_json(folder.path(workdir, folder.CONFIG_FILE))

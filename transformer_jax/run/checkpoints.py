@@ -54,7 +54,7 @@ from transformer_jax.run.disk_errors import (
     is_environmental,
     quiet_orbax,
 )
-from transformer_jax.run.folder import CHECKPOINT_DIR
+from transformer_jax.run.folder import CHECKPOINT_DIR, checkpoint_steps
 
 UNFINISHED_MARK = ".orbax-checkpoint-tmp"  # orbax writes <step>.orbax-checkpoint-tmp[-<time>] and renames it when done
 CORRUPT_MARK = ".corrupt-"  # <step>.corrupt-<time>: a checkpoint that could not be read, set aside
@@ -137,6 +137,7 @@ class Checkpointer:
     def __init__(self, workdir: str, *, keep: int, every_steps: int = 0, num_steps: int = 0,
                  every_minutes: float = 0.0, clock_check_every: int = 1, async_save: bool = True,
                  clock: Callable[[], float] = time.monotonic):
+        self.workdir = workdir
         self.directory = os.path.abspath(os.path.join(workdir, CHECKPOINT_DIR))
         self.manager = ocp.CheckpointManager(
             self.directory,
@@ -197,7 +198,7 @@ class Checkpointer:
                 raise
             _wait_for_orbax_threads()  # no writer may recreate what is removed next
             self._remove_unfinished()
-            complete = self._finished_steps()
+            complete = checkpoint_steps(self.workdir)
             resume = f"resumes from step {complete[-1]}" if complete else "starts again from step 0"
             self._failure = DiskFullError(
                 f"No space left on the disk of {self.directory}: a checkpoint could not be written (its unfinished "
@@ -205,12 +206,6 @@ class Checkpointer:
                 f"{f'step {complete[-1]}' if complete else 'none'}). Free space there and run the same command "
                 f"again: training {resume}.")
             raise self._failure from None
-
-    def _finished_steps(self) -> list[int]:
-        """The complete checkpoints on disk (orbax gives a checkpoint its step as its name only once it is whole)."""
-        with contextlib.suppress(OSError):
-            return sorted(int(name) for name in os.listdir(self.directory) if name.isdigit())
-        return []
 
     def _remove_unfinished(self) -> None:
         """Deletes orbax's unfinished checkpoint folders (``<step>.orbax-checkpoint-tmp*``); process 0 only."""

@@ -12,6 +12,7 @@ The model section of config.json defines what the checkpoints mean: a run resume
 (fields that only choose how it is computed — the dtype, the attention implementation — may change).
 """
 
+import contextlib
 import json
 import os
 
@@ -91,12 +92,13 @@ def load_config(workdir: str) -> ml_collections.ConfigDict:
 def checkpoint_steps(workdir: str) -> list[int]:
     """Steps of the complete checkpoints (orbax renames a checkpoint's folder to its step only once it is whole)."""
     directory = path(workdir, CHECKPOINT_DIR)
-    if not os.path.isdir(directory):
-        return []
-    return sorted(int(name) for name in os.listdir(directory) if name.isdigit())
+    with contextlib.suppress(OSError):  # no checkpoints folder (yet)
+        return sorted(int(name) for name in os.listdir(directory)
+                      if name.isdigit() and os.path.isdir(os.path.join(directory, name)))
+    return []
 
 
-def is_finished(workdir: str) -> bool:
-    """Whether the run reached ``config.train.num_steps`` (its final checkpoint exists)."""
+def is_finished(workdir: str, num_steps: int) -> bool:
+    """A run is finished when its last checkpoint is at ``num_steps`` and its test split has been scored."""
     steps = checkpoint_steps(workdir)
-    return bool(steps) and steps[-1] >= int(load_config(workdir).train.num_steps)
+    return bool(steps) and steps[-1] == num_steps and os.path.exists(eval_path(workdir, "test"))

@@ -17,7 +17,7 @@ import time
 import jax
 
 from transformer_jax.run.disk_errors import DiskFullError
-from transformer_jax.run.folder import METRICS_FILE
+from transformer_jax.run.folder import METRICS_FILE, TENSORBOARD_DIR
 
 START_EVENT = "start"  # the value of "event" in the record that opens a training segment
 
@@ -32,7 +32,7 @@ class MetricsWriter:
         if self.enabled:
             from tensorboardX import SummaryWriter  # imported lazily: only the writing process needs it
 
-            self._tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
+            self._tb = SummaryWriter(os.path.join(workdir, TENSORBOARD_DIR))
 
     def start(self, step: int) -> None:
         """Opens a training segment at ``step``: drops later records (an interrupted attempt's), marks the start.
