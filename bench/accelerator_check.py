@@ -33,9 +33,9 @@ import itertools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from transformer_jax.configs import base, big, tiny
 
 from transformer_jax import sharding
+from transformer_jax.configs import base, big, tiny
 from transformer_jax.data.batching import BATCH_KEYS, eval_batches
 from transformer_jax.data.tokenizer import EOS_ID
 from transformer_jax.decode.translate import make_decode_fn

@@ -10,6 +10,7 @@ import time
 import jax
 import jax.numpy as jnp
 import ml_collections
+
 from transformer_jax.configs import base
 
 SHAPES = {

@@ -18,8 +18,8 @@ import time
 from typing import Any
 
 import numpy as np
-from transformer_jax.configs import demo, multi30k
 
+from transformer_jax.configs import demo, multi30k
 from transformer_jax.data import pipeline
 
 

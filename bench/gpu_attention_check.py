@@ -23,8 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from transformer_jax.configs import base
 
+from transformer_jax.configs import base
 from transformer_jax.model import attention
 from transformer_jax.model.attention import MultiHeadAttention, padding_mask
 from transformer_jax.model.precision import compute_dtype

@@ -19,7 +19,6 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from transformer_jax.configs import base, big
-
 from transformer_jax.model.size import count_parameters, flops_per_target_token
 from transformer_jax.train.plan import step_memory
 

@@ -5,6 +5,7 @@ r"""Transformer big (Table 3, last row; Table 2): base with twice the width, 16 
 """
 
 import ml_collections
+
 from transformer_jax.configs import table3
 
 

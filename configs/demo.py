@@ -9,6 +9,7 @@ smoothing 0.1, beam 4 with α 0.6) at a size that trains on a 2-core machine in 
 """
 
 import ml_collections
+
 from transformer_jax.configs import base
 
 

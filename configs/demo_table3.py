@@ -9,6 +9,7 @@ twenty rows fit an afternoon of a 2-core machine; every row applies its delta to
 """
 
 import ml_collections
+
 from transformer_jax.configs import demo
 
 

@@ -6,6 +6,7 @@ r"""Multi30k task 1 EN→DE (29K training pairs): a real-text base that trains o
 """
 
 import ml_collections
+
 from transformer_jax.configs import base
 
 

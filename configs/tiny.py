@@ -8,6 +8,7 @@ d_model 32, d_ff 64, h 2 (d_k = d_v = 16), 1+1 layers, a 512-piece vocabulary, 2
 """
 
 import ml_collections
+
 from transformer_jax.configs import demo
 
 

@@ -14,10 +14,10 @@ import os
 import sys
 
 from absl import flags
-from transformer_jax.launch import cluster, logs, overrides
-from transformer_jax.launch.flags import JSON, WORKDIR
 
 from transformer_jax.decode.restore import write_average
+from transformer_jax.launch import cluster, logs, overrides
+from transformer_jax.launch.flags import JSON, WORKDIR
 
 LAST = flags.DEFINE_integer(
     "last", None, "Number of most recent checkpoints to average (default: the run's config.decode.average_last; "

@@ -16,10 +16,10 @@ import os
 import sys
 
 from absl import flags
-from transformer_jax.experiments import get_experiment
-from transformer_jax.launch.flags import EXPERIMENT
 
 from transformer_jax.evaluate import report
+from transformer_jax.experiments import get_experiment
+from transformer_jax.launch.flags import EXPERIMENT
 from transformer_jax.run import provenance
 
 OUT = flags.DEFINE_string("out", None, "Folder for table.md, table.csv, bleu.png and provenance.json (default: "

@@ -22,12 +22,12 @@ from typing import TextIO
 import jax
 from absl import flags
 from tqdm import tqdm
-from transformer_jax.launch import cluster, logs, overrides
-from transformer_jax.launch.flags import WORKDIR
-from transformer_jax.launch.overrides import describe_decoding
 
 from transformer_jax.data.sources import read_lines
 from transformer_jax.decode.translate import Translator
+from transformer_jax.launch import cluster, logs, overrides
+from transformer_jax.launch.flags import WORKDIR
+from transformer_jax.launch.overrides import describe_decoding
 
 INPUT = flags.DEFINE_string("input", "-", "Source text, one sentence per line (UTF-8); - reads stdin. The file may "
                             "also be given as the command's one argument.")

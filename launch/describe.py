@@ -9,9 +9,9 @@ import json
 
 import jax
 from absl import flags
+
 from transformer_jax.launch.cluster import NUM_PROCESSES
 from transformer_jax.launch.flags import CONFIG, JSON
-
 from transformer_jax.model.size import count_parameters, flops_per_target_token
 from transformer_jax.train.plan import device_memory, layout_plan
 

@@ -16,12 +16,12 @@ import sys
 
 import jax
 from absl import flags
-from transformer_jax.launch import cluster, logs, overrides
-from transformer_jax.launch.flags import JSON, WORKDIR
-from transformer_jax.launch.overrides import describe_decoding
 
 from transformer_jax.data.sources import DataError, get_source
 from transformer_jax.evaluate.evaluation import evaluate_split
+from transformer_jax.launch import cluster, logs, overrides
+from transformer_jax.launch.flags import JSON, WORKDIR
+from transformer_jax.launch.overrides import describe_decoding
 
 SPLIT = flags.DEFINE_enum("split", None, ["dev", "test"],
                           "Split to translate and score (required): dev (Table 3) or test (Table 2).")

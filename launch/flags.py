@@ -8,9 +8,9 @@ import re
 
 from absl import flags
 from ml_collections import config_flags
-from transformer_jax.experiments import EXPERIMENTS
 
 from transformer_jax import configs
+from transformer_jax.experiments import EXPERIMENTS
 
 CONFIGS_DIR = os.path.dirname(os.path.abspath(configs.__file__))
 DEMO_CONFIG = os.path.join(CONFIGS_DIR, "demo.py")

@@ -15,10 +15,10 @@ from typing import Any
 
 import ml_collections
 from absl import flags
-from transformer_jax.configs.base import decode_config
-from transformer_jax.launch.flags import CHECKPOINT, WORKDIR
 
+from transformer_jax.configs.base import decode_config
 from transformer_jax.decode.restore import RestoredRun, restore_run
+from transformer_jax.launch.flags import CHECKPOINT, WORKDIR
 from transformer_jax.run.folder import load_config
 
 RUN_SECTIONS = ("decode",)  # the sections of a trained run's config that an override may change

@@ -23,10 +23,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from absl import flags
+
 from transformer_jax.experiments import Experiment, base_name, get_experiment, resolve
 from transformer_jax.launch import cluster, logs
 from transformer_jax.launch.flags import EVAL_CHECKPOINT, EXPERIMENT, WORKDIR, check_eval_checkpoint
-
 from transformer_jax.train.preemption import Preempted
 
 LAUNCHERS = ("local", "slurm", "tpu", "print")
@@ -169,7 +169,6 @@ def run_local(configs: dict, workdir: str, commands: dict[str, list[str]],
               eval_checkpoint: str = "latest") -> dict[str, str]:
     """Trains and evaluates each row in turn (skipping finished rows); returns {row: error} for failed rows."""
     from transformer_jax.launch.train import run_training  # imported here: the other launchers need no model code
-
     from transformer_jax.run.folder import is_finished
 
     failed = {}

@@ -21,13 +21,13 @@ from collections.abc import Callable, Iterator, Sequence
 import jax
 import ml_collections
 from absl import flags
-from transformer_jax.launch import cluster, logs
-from transformer_jax.launch.flags import CONFIG, EVAL_CHECKPOINT, JSON, WORKDIR, check_eval_checkpoint
 
 from transformer_jax import sharding
 from transformer_jax.data.sources import DataError, get_source
 from transformer_jax.decode.restore import restore_run
 from transformer_jax.evaluate.evaluation import dev_bleu_hook, evaluate_split
+from transformer_jax.launch import cluster, logs
+from transformer_jax.launch.flags import CONFIG, EVAL_CHECKPOINT, JSON, WORKDIR, check_eval_checkpoint
 from transformer_jax.run import folder, provenance
 from transformer_jax.run.metrics import read_metrics
 from transformer_jax.train.preemption import Preempted

@@ -5,10 +5,15 @@ import fcntl
 import os
 import random
 import socket
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+
+# tests/scripts holds the tiny configs and the subprocess scripts: test modules import tiny_setup from there, as the
+# scripts (run from that folder) do.
+sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 
 # Must be set before JAX initialises its backend; the tests' subprocesses inherit it.
 os.environ["XLA_FLAGS"] = " ".join(filter(None, [

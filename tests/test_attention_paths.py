@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from transformer_jax.configs import tiny
 
+from transformer_jax.configs import tiny
 from transformer_jax.model import attention
 from transformer_jax.model.attention import MultiHeadAttention, attention_implementation, padding_mask
 from transformer_jax.model.precision import compute_dtype

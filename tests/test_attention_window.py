@@ -14,9 +14,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+
 from transformer_jax.configs import tiny
 from transformer_jax.launch.describe import describe
-
 from transformer_jax.model.attention import causal_mask, fused_attention, scaled_dot_product_attention
 from transformer_jax.model.size import flops_per_target_token
 from transformer_jax.model.transformer import START_ID, Transformer, self_attention_mask

@@ -5,8 +5,8 @@ import logging
 
 import numpy as np
 import pytest
-from transformer_jax.configs import base
 
+from transformer_jax.configs import base
 from transformer_jax.data.batch_plan import TOLERANCE, plan_bucket, plan_steps, plan_warnings
 from transformer_jax.data.batching import TokenizedPairs, TrainBatches, bucket_lengths
 from transformer_jax.data.tokenizer import EOS_ID

@@ -9,9 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from transformer_jax.configs import demo
 
 import transformer_jax.decode.beam_search as bs
+from transformer_jax.configs import demo
 from transformer_jax.decode.beam_search import (
     _beam_search,
     beam_search,

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from transformer_jax.configs import tiny
 
+from transformer_jax.configs import tiny
 from transformer_jax.model.size import flops_per_target_token
 
 REPO = Path(__file__).parent.parent

@@ -7,28 +7,22 @@ decode/restore.py), with a fake clock so that time-based safety saves fall betwe
 - a checkpoint name that names nothing (avg9 of a run with 2, an unknown step, a malformed name) is one clear line.
 """
 
-import importlib.util
 import itertools
 import json
 import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
 
+import tiny_setup as tiny
+from cli_runs import REPO
 from transformer_jax.decode.restore import restore_run
 from transformer_jax.run import folder
 from transformer_jax.train.trainer import train
-
-HERE = Path(__file__).parent
-REPO = HERE.parent
-_spec = importlib.util.spec_from_file_location("tiny_setup", HERE / "scripts" / "tiny_setup.py")
-tiny = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(tiny)
 
 KEEP = 2
 EVERY = 4

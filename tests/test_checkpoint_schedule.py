@@ -1,7 +1,6 @@
 """The checkpoint step schedule (§6.1, run/checkpoints.py): averaging draws from the scheduled saves only, never from
 the time-based safety saves interleaved with them; pruning keeps the last K scheduled saves plus the newest one."""
 
-import importlib.util
 import itertools
 import logging
 import re
@@ -9,14 +8,11 @@ from pathlib import Path
 
 import pytest
 
+import tiny_setup as tiny
 from transformer_jax.decode.restore import restore_run, write_average
 from transformer_jax.run import folder
 from transformer_jax.run.checkpoints import on_schedule, planned_schedule, schedule_steps
 from transformer_jax.train.trainer import train
-
-_spec = importlib.util.spec_from_file_location("tiny_setup", Path(__file__).parent / "scripts" / "tiny_setup.py")
-tiny = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(tiny)
 
 
 def test_schedule_arithmetic():

@@ -20,13 +20,13 @@ import sys
 
 import ml_collections
 import pytest
+
 from cli_runs import run_all
 from transformer_jax.configs import tiny
+from transformer_jax.data.sources import get_source
 from transformer_jax.launch import cli
 from transformer_jax.launch import train as train_cli
 from transformer_jax.launch.flags import check_eval_checkpoint
-
-from transformer_jax.data.sources import get_source
 
 TINY = os.path.join("configs", "tiny.py")
 

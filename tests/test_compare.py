@@ -13,11 +13,11 @@ import os
 import subprocess
 
 import pytest
+
 from cli_runs import REPO, command
+from transformer_jax.evaluate import report
 from transformer_jax.experiments import get_experiment
 from transformer_jax.launch.compare import default_out
-
-from transformer_jax.evaluate import report
 from transformer_jax.run import folder
 
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "compare")

@@ -3,6 +3,7 @@
 import pytest
 from absl import flags
 from ml_collections import config_flags
+
 from transformer_jax.configs import base, big, demo, demo_table3, multi30k, table3
 
 # PAPER.md Table 3, written out (blank cells = base): N, d_model, d_ff, h, d_k, d_v, P_drop, ε_ls, steps, positions.

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from transformer_jax.configs import base
 
+from transformer_jax.configs import base
 from transformer_jax.data import pipeline, sources
 from transformer_jax.data.sources import DataError, get_source
 

@@ -18,17 +18,17 @@ import numpy as np
 import pytest
 from absl import flags
 from flax import nnx
-from transformer_jax.configs import demo
-from transformer_jax.launch import cli as launch_cli
-from transformer_jax.launch import decode as decode_cli
-from transformer_jax.launch import overrides
 
+from transformer_jax.configs import demo
 from transformer_jax.data import pipeline
 from transformer_jax.data.batching import eval_batches
 from transformer_jax.data.sources import read_lines
 from transformer_jax.data.tokenizer import EOS_ID
 from transformer_jax.decode.restore import check_shapes, restore_run
 from transformer_jax.decode.translate import Translator, make_decode_fn
+from transformer_jax.launch import cli as launch_cli
+from transformer_jax.launch import decode as decode_cli
+from transformer_jax.launch import overrides
 from transformer_jax.train.step import make_setup
 from transformer_jax.train.trainer import train
 

@@ -10,7 +10,6 @@ called with and, for every batch, each sentence's source and output token counts
 output lengths, not just in the arguments.
 """
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -19,14 +18,12 @@ from pathlib import Path
 
 import pytest
 
+import tiny_setup as tiny
 from transformer_jax.train.trainer import train
 
 HERE = Path(__file__).parent
 REPO = HERE.parent
 RECORDER = HERE / "scripts" / "record_search.py"
-_spec = importlib.util.spec_from_file_location("tiny_setup", HERE / "scripts" / "tiny_setup.py")
-tiny = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(tiny)
 
 # The run's own config.decode (what config.json says): not the paper's defaults, so a default cannot pass for it.
 RUN_DECODE = {"method": "beam", "beam_size": 3, "length_penalty": 1.3, "max_length_offset": 2}

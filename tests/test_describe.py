@@ -5,6 +5,7 @@ import re
 import subprocess
 
 import pytest
+
 from cli_runs import run_all
 from transformer_jax.configs import demo, table3
 from transformer_jax.launch.describe import describe

@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from transformer_jax.configs import tiny
 
+from transformer_jax.configs import tiny
 from transformer_jax.model.dropout import dropout, keep_threshold
 from transformer_jax.model.layers import LayerNorm, Residual
 from transformer_jax.model.transformer import Transformer

@@ -22,10 +22,10 @@ import ml_collections
 import numpy as np
 import pytest
 from flax import nnx
-from reference_transformer import forward, sinusoids
-from transformer_jax.configs import tiny
 
 import transformer_jax.model
+from reference_transformer import forward, sinusoids
+from transformer_jax.configs import tiny
 from transformer_jax.model import dropout as dropout_module
 from transformer_jax.model.transformer import Transformer
 

@@ -12,8 +12,8 @@ import numpy as np
 import optax
 import pytest
 from flax import nnx
-from transformer_jax.configs import demo, table3
 
+from transformer_jax.configs import demo, table3
 from transformer_jax.decode.beam_search import beam_search
 from transformer_jax.model.attention import (
     MultiHeadAttention,

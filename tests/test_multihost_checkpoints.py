@@ -7,7 +7,6 @@ the SIGTERM run holds at a step until the notice has reached both hosts (multiho
 coordinator's port is reserved for the test (conftest.py's coordinator_port says why no other process can take it).
 """
 
-import importlib.util
 import os
 import re
 import signal
@@ -19,11 +18,8 @@ from pathlib import Path
 import jax
 import numpy as np
 
+import tiny_setup as tiny
 from transformer_jax.run import folder
-
-_spec = importlib.util.spec_from_file_location("tiny_setup", Path(__file__).parent / "scripts" / "tiny_setup.py")
-tiny = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(tiny)
 
 WORKER = str(Path(__file__).parent / "scripts" / "multihost_train.py")
 # A healthy 2-process run takes ~20 s; hosts that disagree on a save hang in orbax's barrier. Longer than the

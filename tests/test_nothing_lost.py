@@ -12,7 +12,6 @@ All in-process on the tiny config: one 4-step run (checkpoints 2 and 4) is copie
 """
 
 import errno
-import importlib.util
 import logging
 import os
 import shutil
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+import tiny_setup as tiny
 from transformer_jax import sharding
 from transformer_jax.decode.restore import restore_run
 from transformer_jax.evaluate.report import train_seconds
@@ -29,10 +29,6 @@ from transformer_jax.run.checkpoints import Checkpointer
 from transformer_jax.run.metrics import read_metrics
 from transformer_jax.train.step import make_setup
 from transformer_jax.train.trainer import train
-
-_spec = importlib.util.spec_from_file_location("tiny_setup", Path(__file__).parent / "scripts" / "tiny_setup.py")
-tiny = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(tiny)
 
 NUM_STEPS = 8
 

@@ -2,8 +2,8 @@
 
 import numpy as np
 from flax import nnx
-from transformer_jax.configs import demo
 
+from transformer_jax.configs import demo
 from transformer_jax.data.batching import TokenizedPairs, make_rows
 from transformer_jax.data.tokenizer import EOS_ID
 from transformer_jax.model.transformer import Transformer

@@ -15,9 +15,9 @@ import ml_collections
 import numpy as np
 import pytest
 from flax import nnx
+
 from reference_transformer import forward
 from transformer_jax.configs import tiny
-
 from transformer_jax.model.transformer import Transformer
 
 ATOL = RTOL = 1e-5

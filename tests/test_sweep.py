@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 from absl import flags
-from cli_runs import REPO, run_all
 from ml_collections import config_flags
+
+from cli_runs import REPO, run_all
 from transformer_jax.configs import table3
+from transformer_jax.evaluate import report
 from transformer_jax.experiments import EXPERIMENTS, base_name, get_experiment, resolve, select_rows
 from transformer_jax.launch import sweep
-
-from transformer_jax.evaluate import report
 from transformer_jax.model.size import count_parameters
 from transformer_jax.run import folder, provenance
 
@@ -374,7 +374,6 @@ def test_local_sweep_resumes_a_half_finished_row(tmp_path):
 def test_preempted_commands_exit_143(capsys):
     """`train` and `sweep` stopped by SIGTERM (checkpoint saved) exit as a shell reports SIGTERM, with one line."""
     from transformer_jax.launch import cluster
-
     from transformer_jax.train.preemption import Preempted
 
     with pytest.raises(SystemExit) as exit_info:

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from transformer_jax.configs import table3
 
 PAPER_MD = Path(__file__).resolve().parents[1] / "../shared/docs/PAPER.md"  # always there (CI too)

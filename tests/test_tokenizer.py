@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sentencepiece as spm
-from transformer_jax.configs import base
 
+from transformer_jax.configs import base
 from transformer_jax.data import pipeline
 from transformer_jax.data.sources import DataError, read_lines
 from transformer_jax.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, sample_sentences

@@ -4,20 +4,15 @@ One training run (the tiny config of tests/scripts/tiny_setup.py, 200 steps of 1
 is shared by the checks in the same test, so pytest-xdist never runs it twice.
 """
 
-import importlib.util
 import json
 import math
-from pathlib import Path
 
 import pytest
 
+import tiny_setup as tiny
 from transformer_jax.run.folder import load_config, save_config
 from transformer_jax.run.metrics import read_metrics
 from transformer_jax.train.trainer import train
-
-_spec = importlib.util.spec_from_file_location("tiny_setup", Path(__file__).parent / "scripts" / "tiny_setup.py")
-tiny = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(tiny)
 
 NUM_STEPS = 200
 

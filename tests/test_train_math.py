@@ -5,25 +5,20 @@ test uses a 1-device mesh and the tiny model of tests/scripts/tiny_setup.py; com
 this file's run time.
 """
 
-import importlib.util
 import math
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from transformer_jax.configs import base
 
+import tiny_setup as tiny
 from transformer_jax import sharding
+from transformer_jax.configs import base
 from transformer_jax.train.loss import cross_entropy_sums
 from transformer_jax.train.optimizer import learning_rate_schedule, make_optimizer
 from transformer_jax.train.step import init_state, make_setup, make_train_step
-
-_spec = importlib.util.spec_from_file_location("tiny_setup", Path(__file__).parent / "scripts" / "tiny_setup.py")
-tiny = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(tiny)
 
 
 def paper_lrate(step: int, d_model: int, warmup: int, scale: float = 1.0) -> float:

@@ -9,7 +9,6 @@ signalled it, so the SIGKILL lands between two checkpoints and the SIGTERM's sto
 The non-finite-loss runs are in-process: they continue a healthy 3-step run with an exploding learning rate.
 """
 
-import importlib.util
 import json
 import os
 import re
@@ -24,14 +23,11 @@ import jax
 import numpy as np
 import pytest
 
+import tiny_setup as tiny
 from transformer_jax.data import pipeline
 from transformer_jax.run import folder
 from transformer_jax.run.metrics import read_metrics
 from transformer_jax.train.trainer import NonFiniteLossError, train
-
-_spec = importlib.util.spec_from_file_location("tiny_setup", Path(__file__).parent / "scripts" / "tiny_setup.py")
-tiny = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(tiny)
 
 SCRIPT = str(Path(__file__).parent / "scripts" / "train_tiny.py")
 TIMEOUT_S = 600  # generous: the machine running the tests may be shared; a healthy run takes seconds

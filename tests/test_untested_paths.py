@@ -7,7 +7,6 @@
   status 143 and one line naming that step (train/preemption.py, launch/cluster.py).
 """
 
-import importlib.util
 import json
 import os
 import re
@@ -18,20 +17,16 @@ import time
 from pathlib import Path
 
 import pytest
-from transformer_jax.launch.train import run_training
 
+import tiny_setup as tiny
+from cli_runs import REPO
 from transformer_jax.data import pipeline
 from transformer_jax.decode.restore import restore_run
 from transformer_jax.decode.translate import Translator
 from transformer_jax.evaluate.evaluation import bleu_of
+from transformer_jax.launch.train import run_training
 from transformer_jax.run import folder
 from transformer_jax.run.metrics import read_metrics
-
-HERE = Path(__file__).parent
-REPO = HERE.parent
-_spec = importlib.util.spec_from_file_location("tiny_setup", HERE / "scripts" / "tiny_setup.py")
-tiny = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(tiny)
 
 EVAL_EVERY = 20
 NUM_STEPS = 60  # dev BLEU moves off 0 by step 60 (at 20 and 40 the model still says nothing useful)

@@ -28,8 +28,8 @@ import logging
 
 import jax
 from jax._src import distributed
-from transformer_jax.launch import cluster
 
+from transformer_jax.launch import cluster
 from transformer_jax.train import trainer
 from transformer_jax.train.preemption import Preempted
 

@@ -8,6 +8,7 @@ import os
 
 import ml_collections
 import numpy as np
+
 from transformer_jax.configs import tiny
 
 # XLA flags for the test subprocesses: compile time dominates these tiny runs, and LLVM's optimisation passes are
