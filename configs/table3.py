@@ -14,10 +14,11 @@ big doubles d_model and d_ff, doubles h (d_k = d_v unchanged), triples P_drop an
 ``arg`` is ``ROW[,base=NAME][,pair=ende|enfr]``; NAME is a module of configs/ (base, demo, demo_table3, multi30k).
 """
 
-import importlib
 from collections.abc import Callable
 
 import ml_collections
+
+from transformer_jax.configs import rows
 
 Config = ml_collections.ConfigDict
 
@@ -106,33 +107,14 @@ PAPER = {
 
 def load_base(name: str, pair: str | None = None) -> Config:
     """Returns ``configs/<name>.py``'s config (``pair`` passed on to it when given)."""
-    try:
-        module = importlib.import_module(f"transformer_jax.configs.{name}")
-    except ModuleNotFoundError:
-        raise ValueError(f"Unknown base config {name!r}; use a module of configs/, e.g. base, demo_table3, multi30k.")
-    return module.get_config(pair) if pair else module.get_config()
+    return rows.load_base(name, pair)
 
 
 def apply_row(config: Config, row: str) -> Config:
     """Returns a copy of ``config`` with Table 3 row ``row`` applied (name suffixed with the row)."""
-    if row not in ROWS:
-        raise ValueError(f"Unknown Table 3 row {row!r}; valid rows: {', '.join(ROWS)}.")
-    c = ml_collections.ConfigDict(config.to_dict())
-    ROWS[row](c)
-    c.name = f"{config.name}/{row}"
-    c.table3_row = row
-    return c
+    return rows.apply_row(config, row, ROWS, "table3_row", "Table 3")
 
 
 def get_config(arg: str | None = None) -> Config:
     """Parses ``ROW[,base=NAME][,pair=ende|enfr]`` and returns that row of Table 3."""
-    if not arg:
-        raise ValueError(f"configs/table3.py needs a row, e.g. configs/table3.py:B1; valid rows: {', '.join(ROWS)}.")
-    row, *options = arg.split(",")
-    opts = {}
-    for option in options:
-        key, sep, value = option.partition("=")
-        if not sep or key not in ("base", "pair"):
-            raise ValueError(f"Bad option {option!r} in {arg!r}; expected base=NAME or pair=ende|enfr.")
-        opts[key] = value
-    return apply_row(load_base(opts.get("base", "base"), opts.get("pair")), row)
+    return rows.get_row_config(arg, ROWS, "table3_row", "Table 3", "base", "configs/table3.py")

@@ -20,10 +20,11 @@ from typing import Any
 import ml_collections
 
 from transformer_jax import configs
+from transformer_jax.configs import rows as config_rows
 
 Config = ml_collections.ConfigDict
 
-EXPERIMENTS = ("table3",)
+EXPERIMENTS = ("table3", "window", "multi30k_search")
 CONFIGS_DIR = os.path.dirname(os.path.abspath(configs.__file__))
 
 
@@ -39,6 +40,7 @@ class Experiment:
       paper: row name → the paper's numbers for that row (e.g. {"dev_ppl": 4.92, "dev_bleu": 25.8, "params_m": 65}).
       config_file: the configs/ file that rebuilds one row on the command line (``FILE:ROW,base=NAME``).
       load_base: name of a configs/ module → its config (the same loader ``config_file`` uses).
+      notes: row name → what the row changes, in words (compare's "change" column); may be empty.
     """
 
     name: str
@@ -48,6 +50,7 @@ class Experiment:
     paper: Mapping[str, Mapping[str, float | None]]
     config_file: str
     load_base: Callable[[str], Config]
+    notes: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def groups(self) -> dict[str, list[str]]:
@@ -114,17 +117,7 @@ def base_name(experiment: Experiment, base: str | None = None) -> str:
 
 def apply_overrides(config: Config, overrides: Mapping[str, Any] | None) -> Config:
     """Sets dotted fields (``{"train.num_steps": 5}``) as ``--config.train.num_steps=5`` would."""
-    for path, value in (overrides or {}).items():
-        *parents, key = path.split(".")
-        node = config
-        for part in parents:
-            if part not in node:
-                raise ValueError(f"Unknown config field {path!r} in an override.")
-            node = node[part]
-        if key not in node:
-            raise ValueError(f"Unknown config field {path!r} in an override.")
-        node[key] = value
-    return config
+    return config_rows.set_fields(config, overrides)
 
 
 def resolve(experiment: Experiment, base: str | None = None, rows: str | Iterable[str] | None = None,

@@ -48,7 +48,8 @@ def main(argv: list[str]) -> None:
             print(f"Skipping {workdir}: unreadable run files ({e}).", file=sys.stderr)
     if not runs:
         sys.exit("transformer-jax compare: none of the folders is a run (no config.json).")
-    rows = report.build_rows(runs, get_experiment(EXPERIMENT.value).paper)
+    experiment = get_experiment(EXPERIMENT.value)
+    rows = report.build_rows(runs, experiment.paper, experiment.notes)
     markdown = report.to_markdown(rows)
     print(markdown, end="")
     out = OUT.value or default_out([run["workdir"] for run in runs])

@@ -17,7 +17,15 @@ from flax import nnx
 
 from transformer_jax.configs import tiny
 from transformer_jax.launch.describe import describe
-from transformer_jax.model.attention import causal_mask, fused_attention, scaled_dot_product_attention
+from transformer_jax.model import attention
+from transformer_jax.model.attention import (
+    BAND_BLOCK_MIN,
+    BandMask,
+    banded_attention,
+    causal_mask,
+    fused_attention,
+    scaled_dot_product_attention,
+)
 from transformer_jax.model.size import flops_per_target_token
 from transformer_jax.model.transformer import START_ID, Transformer, self_attention_mask
 
@@ -198,3 +206,80 @@ def test_describe_flops_drop_with_a_window():
         assert flops_per_target_token(m, seq_len) == full - 3 * per_key * saved  # ×3: training
         assert describe(c, seq_len)["flops_per_target_token"] == full - 3 * per_key * saved
         assert flops_per_target_token(m, seq_len) < full
+
+
+# --- blocked computation on long rows (BandMask): O(n·r) work, the same numbers --------------------------------------
+
+
+def _packed_long_rows(length: int, batch: int = 2, seed: int = 0):
+    """Long packed rows: sentences of random lengths (segment ids, positions restarting at 0), then padding."""
+    rng = np.random.default_rng(seed)
+    seg, pos = np.zeros((batch, length), np.int32), np.zeros((batch, length), np.int32)
+    for b in range(batch):
+        start, sentence = 0, 1
+        while start < length - 10:
+            n = int(rng.integers(5, 40))
+            seg[b, start:start + n], pos[b, start:start + n] = sentence, np.arange(min(n, length - start))
+            start, sentence = start + n, sentence + 1
+    return jnp.asarray(seg), jnp.asarray(pos)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("window", [1, 5, 16, 23])
+def test_banded_attention_equals_the_dense_window_mask(window, causal):
+    seg, pos = _packed_long_rows(101)
+    rng = np.random.default_rng(window)
+    q, k, v = (jnp.asarray(rng.normal(size=(2, 101, 2, 8)), jnp.float32) for _ in range(3))
+    band = BandMask(seg, pos, window, max(window, BAND_BLOCK_MIN))
+    np.testing.assert_array_equal(np.asarray(band.dense()), expected_mask(seg, pos, window, False)[:, None])
+    dense = scaled_dot_product_attention(q, k, v, band.dense(), causal=causal)
+    close(banded_attention(q, k, v, band, causal), dense, atol=1e-6)
+
+
+def test_long_rows_take_the_blocked_path_with_the_same_outputs_and_gradients(monkeypatch):
+    """A model with r = 3 on 96-column packed rows: blocked (BandMask) vs the dense mask (forced by making blocks
+    larger than the row): logits and every parameter's gradient agree."""
+    seg, pos = _packed_long_rows(96, seed=1)
+    ids = jnp.where(seg > 0, (jnp.arange(96) % 40 + 3)[None], 0)
+    batch = {"inputs": ids, "targets": ids, "inputs_segmentation": seg, "targets_segmentation": seg,
+             "inputs_position": pos, "targets_position": pos}
+    model = make_model(3)
+    assert isinstance(self_attention_mask(seg, pos, 3), BandMask)
+
+    def loss_and_grads():
+        graphdef, params = nnx.split(model, nnx.Param)
+
+        def loss(p):
+            logits = nnx.merge(graphdef, p)(**batch)
+            return jnp.sum(jnp.where(seg[..., None] > 0, jax.nn.log_softmax(logits), 0.0) ** 2) * 1e-4
+
+        return jax.value_and_grad(loss)(params)
+
+    blocked_loss, blocked_grads = loss_and_grads()
+    monkeypatch.setattr(attention, "BAND_BLOCK_MIN", 1000)
+    assert not isinstance(self_attention_mask(seg, pos, 3), BandMask)
+    dense_loss, dense_grads = loss_and_grads()
+    close(blocked_loss, dense_loss, atol=1e-5)
+    for (path, a), (_, b) in zip(jax.tree_util.tree_leaves_with_path(blocked_grads),
+                                 jax.tree_util.tree_leaves_with_path(dense_grads)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6, rtol=0, err_msg=str(path))
+
+
+def test_blocked_attention_work_grows_linearly_in_the_length():
+    """Table 1 row 4: with a fixed r, self-attention's FLOPs (XLA's count of the compiled forward) double when the
+    row doubles; with the dense mask they quadruple."""
+
+    def flops(length: int, window: int) -> float:
+        q = jnp.zeros((1, length, 4, 64), jnp.float32)
+        seg, pos = jnp.ones((1, length), jnp.int32), jnp.arange(length)[None]
+
+        def attend(q):
+            mask = self_attention_mask(seg, pos, window)
+            if isinstance(mask, BandMask):
+                return banded_attention(q, q, q, mask)
+            return scaled_dot_product_attention(q, q, q, mask)
+
+        return jax.jit(attend).lower(q).compile().cost_analysis()["flops"]
+
+    assert 1.8 < flops(1024, 4) / flops(512, 4) < 2.2
+    assert 3.6 < flops(1024, 0) / flops(512, 0) < 4.4

@@ -1,5 +1,6 @@
-"""bench/accelerator_check.sh --smoke: the accelerator check's code paths on CPU with tiny shapes, so the script is
-known to run before an accelerator is ever lent (it is run there once, in one short call)."""
+"""Benchmarks run at tiny sizes: bench/accelerator_check.sh --smoke (the accelerator check's code paths on CPU, so
+the script is known to run before an accelerator is ever lent; it is run there once, in one short call) and
+bench/complexity.py (Table 1's timing: its records, fitted slopes and plot)."""
 
 import json
 import math
@@ -8,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from transformer_jax.configs import tiny
@@ -37,3 +39,22 @@ def test_accelerator_check_smoke():
     entropy = -(1 - eps) * math.log(1 - eps) - eps * math.log(eps / (v - 1))
     assert abs(train["loss"] - (math.log(v) - entropy)) < 0.5, train["loss"]
     assert decode["sentences"] == 8 and decode["output_tokens"] > 8
+
+
+def test_complexity_bench_records_slopes_and_plot(tmp_path):
+    figure = tmp_path / "complexity.png"
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "complexity.py"), "--lengths=32,64,128",
+                           "--windows=0,4", "--d_model=32", "--budget_s=0.05", f"--plot={figure}"],
+                          capture_output=True, text=True, timeout=300, check=False,
+                          env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    *points, last = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert [(p["window"], p["n"]) for p in points] == [(w, n) for w in (0, 4) for n in (32, 64, 128)]
+    for p in points:
+        assert p["best_s"] <= p["median_s"] and p["us_per_token"] == pytest.approx(p["median_s"] / p["n"] * 1e6)
+    # the fitted slopes are those of the printed medians (n ≥ d: all three lengths here)
+    for window in (0, 4):
+        mine = [p for p in points if p["window"] == window]
+        expected = np.polyfit(np.log([p["n"] for p in mine]), np.log([p["median_s"] for p in mine]), 1)[0]
+        assert last["summary"][str(window)]["slope_n_ge_d"] == pytest.approx(expected)
+    assert figure.stat().st_size > 10_000

@@ -40,7 +40,7 @@ def rows() -> list[dict]:
 
 
 def by_run(rows: list[dict]) -> dict[str, dict]:
-    return {row["table3_row"] or row["run"]: row for row in rows}
+    return {row["row"] or row["run"]: row for row in rows}
 
 
 def test_markdown_is_the_golden_table(rows):
@@ -154,7 +154,25 @@ def test_cli_without_runs_fails_cleanly(tmp_path):
 
 
 def test_footnote_names_runs_scored_with_averaged_checkpoints(rows):
-    averaged = [dict(row, checkpoint="avg5 (runs/x/averaged/avg5)") if row["table3_row"] == "D1" else row
+    averaged = [dict(row, checkpoint="avg5 (runs/x/averaged/avg5)") if row["row"] == "D1" else row
                 for row in rows]
     assert "except averaged checkpoints for D1 (avg5)" in report.to_markdown(averaged)
     assert "scored with the last checkpoint (no averaging" in report.to_markdown(rows)
+
+
+def test_columns_that_say_nothing_are_left_out_and_notes_become_the_change_column(rows):
+    """A window sweep: no paper numbers (no paper columns), an r column once a run has a window, and each row's
+    note from the experiment; the Table 3 table keeps its paper columns and has no r or change column."""
+    table3_header = report.to_markdown(rows).splitlines()[0]
+    assert "paper PPL" in table3_header and "| r |" not in table3_header and "change" not in table3_header
+    runs = [report.collect_run(os.path.join(FIXTURES, name)) for name in RUNS]
+    runs[0]["config"] = {**runs[0]["config"], "model": {**runs[0]["config"]["model"], "attention_window": 4}}
+    runs[0]["row"] = "r4"
+    experiment = get_experiment("window")
+    window_rows = report.build_rows(runs, experiment.paper, experiment.notes)
+    assert window_rows[0]["row"] == "r4"  # the notes' row order
+    text = report.to_markdown(window_rows)
+    header, _, first = text.splitlines()[:3]
+    assert "paper" not in header and "| r |" in header and header.endswith("| change |")
+    assert first.split("|")[-2].strip() == experiment.notes["r4"]
+    assert first.split("|")[header.split("|").index(" r ")].strip() == "4"

@@ -17,7 +17,7 @@ from absl import flags
 from ml_collections import config_flags
 
 from cli_runs import REPO, run_all
-from transformer_jax.configs import table3
+from transformer_jax.configs import multi30k_search, table3, window
 from transformer_jax.evaluate import report
 from transformer_jax.experiments import EXPERIMENTS, base_name, get_experiment, resolve, select_rows
 from transformer_jax.launch import sweep
@@ -77,6 +77,28 @@ def test_rows_are_table3_apply_row_on_every_base():
         assert c.to_dict() == table3.get_config(f"{row},base=demo").to_dict()
     assert set(TABLE3.paper) == set(table3.PAPER)
     assert TABLE3.paper["C4"] == {"dev_ppl": 5.75, "dev_bleu": 24.5, "params_m": 28}
+
+
+@pytest.mark.parametrize("name,module", [("window", window), ("multi30k_search", multi30k_search)])
+def test_other_experiments_rebuild_each_row_from_its_config_file(name, module):
+    """window and multi30k_search: each row resolved by the sweep is the one its configs/ file rebuilds on the
+    command line (what a launcher runs), tagged with its row, and every row has a note for compare."""
+    experiment = get_experiment(name)
+    configs = resolve(experiment, "tiny")
+    assert list(configs) == list(module.ROWS) and set(experiment.notes) == set(module.ROWS)
+    for row, c in configs.items():
+        assert c.to_dict() == module.get_config(f"{row},base=tiny").to_dict(), row
+        assert c.sweep_row == row and c.name == f"tiny/{row}"
+
+
+def test_window_rows_set_only_the_window():
+    configs = resolve(get_experiment("window"), "demo_table3")
+    base = window.load_base("demo_table3").to_dict()
+    for row, c in configs.items():
+        changed = {k: v for k, v in c.model.to_dict().items() if base["model"][k] != v}
+        assert changed == ({} if row == "full" else {"attention_window": int(row[1:])}), row
+        assert {k: v for k, v in c.to_dict().items() if k not in ("model", "name", "sweep_row")} == \
+            {k: v for k, v in base.items() if k not in ("model", "name")}
 
 
 def test_tiny_rows_keep_h_times_dk():

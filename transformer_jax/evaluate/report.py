@@ -3,8 +3,13 @@
 Pure functions over run folders (``config.json``, ``metrics.jsonl``, ``eval_<split>.json``)::
 
     runs = [collect_run(d) for d in workdirs]
-    rows = build_rows(runs, paper)          # paper: {row: {"dev_ppl", "dev_bleu", "params_m"}} (e.g. Table 3)
+    rows = build_rows(runs, paper, notes)   # paper: {row: {"dev_ppl", "dev_bleu", "params_m"}} (e.g. Table 3)
     print(to_markdown(rows)); open("t.csv", "w").write(to_csv(rows)); plot(rows, "bleu.png")
+
+A run made by a sweep carries its row's name in its config (``table3_row``, or ``sweep_row`` for the other
+experiments); ``notes`` says in words what each row changes (the "change" column). Columns that say nothing for
+these runs are left out of the markdown: the paper's columns when no run is a row the paper reported, the window
+r when every run has full attention, "change" when no row has a note.
 
 A run that is still training (last logged step < num_steps, or no eval_test.json yet) shows its latest numbers
 from metrics.jsonl and is marked with "*". Dev BLEU is read from eval_dev.json (beam search over the whole dev
@@ -25,10 +30,12 @@ from transformer_jax.run.metrics import START_EVENT, read_metrics
 COLUMNS = (
     ("run", "run"), ("N", "N"), ("d_model", "d_model"), ("d_ff", "d_ff"), ("h", "h"), ("d_k", "d_k"),
     ("d_v", "d_v"), ("P_drop", "P_drop"), ("eps_ls", "ε_ls"), ("positional", "positional"),
-    ("params_m", "params ×10^6"), ("steps", "steps"), ("dev_ppl", "dev PPL"), ("paper_dev_ppl", "paper PPL"),
+    ("attention_window", "r"), ("params_m", "params ×10^6"), ("steps", "steps"), ("dev_ppl", "dev PPL"), ("paper_dev_ppl", "paper PPL"),
     ("dev_bleu", "dev BLEU"), ("dev_tokenized_bleu", "dev BLEU (tok)"), ("paper_dev_bleu", "paper BLEU"),
     ("test_bleu", "test BLEU"), ("test_tokenized_bleu", "test BLEU (tok)"), ("wall_time", "train time"),
+    ("change", "change"),
 )
+PAPER_COLUMNS = ("paper_dev_ppl", "paper_dev_bleu")
 MISSING = "–"
 
 
@@ -91,7 +98,7 @@ def collect_run(workdir: str) -> dict:
         "name": os.path.basename(os.path.normpath(workdir)),
         "workdir": workdir,
         "config": config,
-        "table3_row": config.get("table3_row"),
+        "row": config.get("table3_row") or config.get("sweep_row"),
         "params": _parameters(config["model"]),
         "num_steps": num_steps,
         "step": step,
@@ -108,20 +115,22 @@ def collect_run(workdir: str) -> dict:
     }
 
 
-def build_rows(runs: list[dict], paper: dict[str, dict] | None = None) -> list[dict]:
-    """One table row per run (raw values), in the paper's row order, runs of no paper row last."""
-    paper = paper or {}
-    order = {row: i for i, row in enumerate(paper)}
-    ranked = sorted(enumerate(runs), key=lambda ir: (order.get(ir[1]["table3_row"], len(order)), ir[0]))
+def build_rows(runs: list[dict], paper: dict[str, dict] | None = None,
+               notes: dict[str, str] | None = None) -> list[dict]:
+    """One table row per run (raw values), in the paper's (else the notes') row order, other runs last."""
+    paper, notes = paper or {}, notes or {}
+    order = {row: i for i, row in enumerate(paper or notes)}
+    ranked = sorted(enumerate(runs), key=lambda ir: (order.get(ir[1]["row"], len(order)), ir[0]))
     rows = []
     for _, run in ranked:
         m, t = run["config"]["model"], run["config"]["train"]
-        row_name = run["table3_row"]
+        row_name = run["row"]
         theirs = paper.get(row_name, {}) if row_name else {}
         n_enc, n_dec = m["num_encoder_layers"], m["num_decoder_layers"]
         rows.append({
             "run": run["name"] if row_name in (None, run["name"]) else f"{run['name']} ({row_name})",
-            "table3_row": row_name,
+            "row": row_name, "change": notes.get(row_name),
+            "attention_window": m.get("attention_window", 0),
             "in_progress": not run["finished"],
             "N": n_enc if n_enc == n_dec else f"{n_enc}+{n_dec}",
             "d_model": m["d_model"], "d_ff": m["d_ff"], "h": m["num_heads"], "d_k": m["d_k"], "d_v": m["d_v"],
@@ -166,20 +175,35 @@ def _cells(row: dict) -> dict[str, str]:
     return cells
 
 
+def _columns(rows: list[dict]) -> list[tuple[str, str]]:
+    """COLUMNS less those that say nothing for these rows (see the module docstring)."""
+    has_paper = any(row[key] is not None for row in rows for key in PAPER_COLUMNS)
+    dropped = set(() if has_paper else PAPER_COLUMNS)
+    if not any(row["attention_window"] for row in rows):
+        dropped.add("attention_window")
+    if not any(row["change"] for row in rows):
+        dropped.add("change")
+    return [(key, header) for key, header in COLUMNS if key not in dropped]
+
+
 def to_markdown(rows: list[dict]) -> str:
     """The Table-3-style markdown table, with footnotes (in-progress runs, where the numbers come from)."""
-    lines = ["| " + " | ".join(header for _, header in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    columns = _columns(rows)
+    lines = ["| " + " | ".join(header for _, header in columns) + " |", "|" + "---|" * len(columns)]
     for row in rows:
         cells = _cells(row)
-        lines.append("| " + " | ".join(cells[key] for key, _ in COLUMNS) + " |")
+        lines.append("| " + " | ".join(cells[key] for key, _ in columns) + " |")
     averaged = [f"{row['run']} ({row['checkpoint'].split()[0]})" for row in rows
                 if (row.get("checkpoint") or "").startswith("avg")]
     scored = ("the last checkpoint (no averaging, as in Table 3)" if not averaged else
               "the last checkpoint, except averaged checkpoints for " + ", ".join(averaged))
+    paper = (" paper: Table 3 (EN-DE newstest2013, base scale)." if ("paper_dev_bleu", "paper BLEU") in columns
+             else "")
+    window = " r: restricted self-attention window (0 = full)." if ("attention_window", "r") in columns else ""
     notes = ["", ("dev PPL: per word-piece on the dev split (latest evaluation in metrics.jsonl). BLEU: sacreBLEU "
                   f"and the paper's tokenized compound-split BLEU (tok), beam search, scored with {scored}; dev "
-                  "BLEU from eval_dev.json, else the latest dev_bleu logged in training. paper: Table 3 (EN-DE "
-                  "newstest2013, base scale). train time: the training loop, summed over resumed segments.")]
+                  f"BLEU from eval_dev.json, else the latest dev_bleu logged in training.{paper}{window} train "
+                  "time: the training loop, summed over resumed segments.")]
     signatures = sorted({row["signature"] for row in rows if row["signature"]})
     if signatures:
         notes.append("sacreBLEU signature: " + "; ".join(signatures) + ".")
@@ -189,10 +213,10 @@ def to_markdown(rows: list[dict]) -> str:
     return "\n".join(lines + notes) + "\n"
 
 
-CSV_FIELDS = ("run", "table3_row", "in_progress", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls",
-              "positional", "params_m", "paper_params_m", "step", "num_steps", "dev_ppl", "paper_dev_ppl",
+CSV_FIELDS = ("run", "row", "in_progress", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls",
+              "positional", "attention_window", "params_m", "paper_params_m", "step", "num_steps", "dev_ppl", "paper_dev_ppl",
               "dev_bleu", "dev_tokenized_bleu", "dev_bleu_source", "paper_dev_bleu", "test_bleu",
-              "test_tokenized_bleu", "wall_time_s", "signature", "checkpoint", "workdir")
+              "test_tokenized_bleu", "wall_time_s", "signature", "checkpoint", "change", "workdir")
 
 
 def to_csv(rows: list[dict]) -> str:
@@ -206,32 +230,38 @@ def to_csv(rows: list[dict]) -> str:
 
 
 def plot(rows: list[dict], path: str) -> str:
-    """Bar chart of dev BLEU per row, ours (left axis) beside the paper's (right axis); writes ``path`` (PNG)."""
+    """Bar chart of dev BLEU per row, ours (left axis) beside the paper's (right axis) when the paper reported any
+    of these rows; writes ``path`` (PNG)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     x = list(range(len(rows)))
-    width = 0.4
+    has_paper = any(row["paper_dev_bleu"] is not None for row in rows)
+    width = 0.4 if has_paper else 0.6
     fig, ours_ax = plt.subplots(figsize=(max(6.0, 0.6 * len(rows) + 2), 4.0))
-    paper_ax = ours_ax.twinx()
     ours = [row["dev_bleu"] or 0.0 for row in rows]
-    paper = [row["paper_dev_bleu"] or 0.0 for row in rows]
-    bars = ours_ax.bar([i - width / 2 for i in x], ours, width, color="tab:blue", label="ours (dev sacreBLEU)")
+    bars = ours_ax.bar([i - width / 2 if has_paper else i for i in x], ours, width, color="tab:blue",
+                       label="ours (dev sacreBLEU)")
     for bar, row in zip(bars, rows):
         if row["in_progress"]:
             bar.set_hatch("//")
             bar.set_alpha(0.6)
-    paper_ax.bar([i + width / 2 for i in x], paper, width, color="tab:orange", label="paper (Table 3)")
     ours_ax.set_ylabel("ours: dev BLEU", color="tab:blue")
-    paper_ax.set_ylabel("paper: dev BLEU (newstest2013)", color="tab:orange")
     ours_ax.set_xticks(x)
     ours_ax.set_xticklabels([row["run"] + ("*" if row["in_progress"] else "") for row in rows], rotation=45,
                             ha="right")
-    ours_ax.set_title("Dev BLEU per row: ours vs. the paper (* = still training)")
-    handles = ours_ax.get_legend_handles_labels()[0] + paper_ax.get_legend_handles_labels()[0]
-    paper_ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, fontsize="small")
+    if has_paper:
+        paper_ax = ours_ax.twinx()
+        paper = [row["paper_dev_bleu"] or 0.0 for row in rows]
+        paper_ax.bar([i + width / 2 for i in x], paper, width, color="tab:orange", label="paper (Table 3)")
+        paper_ax.set_ylabel("paper: dev BLEU (newstest2013)", color="tab:orange")
+        ours_ax.set_title("Dev BLEU per row: ours vs. the paper (* = still training)")
+        handles = ours_ax.get_legend_handles_labels()[0] + paper_ax.get_legend_handles_labels()[0]
+        paper_ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, fontsize="small")
+    else:
+        ours_ax.set_title("Dev BLEU per run (* = still training)")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)

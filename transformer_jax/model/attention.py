@@ -16,6 +16,9 @@ copy of the whole cache into [B, S, H, K] every step. Attention-weight dropout i
 takes the einsum path too: a fused kernel never forms the weights it would drop.
 """
 
+import dataclasses
+import functools
+
 import jax
 import jax.numpy as jnp
 from flax import nnx
@@ -63,6 +66,102 @@ def window_mask(q_positions: jax.Array, k_positions: jax.Array, window: int) -> 
     return (distance <= window)[:, None]
 
 
+BAND_BLOCK_MIN = 16  # smallest key block of `banded_attention` (smaller blocks cost more in overhead than they save)
+
+
+@functools.partial(jax.tree_util.register_dataclass, data_fields=("segmentation", "position"),
+                   meta_fields=("window", "block"))
+@dataclasses.dataclass(frozen=True)
+class BandMask:
+    """Self-attention mask of restricted self-attention computed in blocks (`banded_attention`): O(n·r) work.
+
+    With window r, query i only reaches keys j with |i - j| ≤ r (same sentence; within a packed sentence,
+    positions and columns advance together). Cut the row into blocks of ``block`` ≥ r columns: the keys of a
+    query in block n lie in blocks n-1, n, n+1. So each query block is scored against 3·block keys, not the
+    whole row — Table 1's O(r·n·d) per layer instead of O(n²·d), for a constant block of a few times r.
+
+    Attributes:
+      segmentation, position: int [B, L] (segment ids, 0 = padding; positions within the sentence).
+      window: r > 0; block: the block size (≥ r), static.
+    """
+
+    segmentation: jax.Array
+    position: jax.Array
+    window: int
+    block: int
+
+    @property
+    def num_blocks(self) -> int:
+        return -(-self.segmentation.shape[1] // self.block)
+
+    def _blocked(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """x [B, L] → per query block (x [B, N, b], the keys' x of blocks n-1, n, n+1 [B, N, 3b]); padded 0."""
+        b, n = self.block, self.num_blocks
+        x = jnp.pad(x, ((0, 0), (0, n * b - x.shape[1])))
+        return x.reshape(-1, n, b), neighbour_blocks(x.reshape(-1, n, b), axis=1)
+
+    def band(self) -> jax.Array:
+        """bool [B, 1, N, b, 3b]: query q of block n may attend to key s of blocks n-1..n+1 (padding, segments,
+        window; the causal part is `banded_attention`'s)."""
+        q_seg, k_seg = self._blocked(self.segmentation)
+        q_pos, k_pos = self._blocked(self.position)
+        allowed = (q_seg[..., :, None] == k_seg[..., None, :]) & (k_seg[..., None, :] != 0)
+        return (allowed & (jnp.abs(q_pos[..., :, None] - k_pos[..., None, :]) <= self.window))[:, None]
+
+    def dense(self) -> Mask:
+        """The same mask as [B, 1, L, L] (`padding_mask` & `window_mask`)."""
+        return padding_mask(self.segmentation, self.segmentation) & window_mask(self.position, self.position,
+                                                                                self.window)
+
+
+def neighbour_blocks(x: jax.Array, axis: int) -> jax.Array:
+    """[..., N, b, ...] (blocks on ``axis``) → [..., N, 3b, ...]: block n's neighbours n-1, n, n+1 side by side
+    (zeros beyond the ends)."""
+    pad = [(0, 0)] * x.ndim
+    pad[axis] = (1, 1)
+    x = jnp.pad(x, pad)
+    n = x.shape[axis] - 2
+    parts = [jax.lax.slice_in_dim(x, i, i + n, axis=axis) for i in range(3)]
+    return jnp.concatenate(parts, axis=axis + 1)
+
+
+def band_or_dense_mask(segmentation: jax.Array, position: jax.Array, window: int) -> "Mask | BandMask":
+    """Self-attention mask of a stack with restricted attention (window r > 0): blocked (`BandMask`) when the
+    row is longer than three blocks of max(r, BAND_BLOCK_MIN), where blocks save work; else dense."""
+    block = max(window, BAND_BLOCK_MIN)
+    band = BandMask(segmentation, position, window, block)
+    return band if segmentation.shape[1] > 3 * block else band.dense()
+
+
+def banded_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: BandMask, causal: bool = False,
+                     dropout_rate: float = 0.0, dropout_key: jax.Array | None = None) -> jax.Array:
+    """Restricted self-attention (§4, Table 1 row 4) in blocks: the same result as `scaled_dot_product_attention`
+    with ``mask.dense()``, in O(L·block) work and memory (`BandMask`).
+
+    Args:
+      q: [B, L, H, K]; k: [B, L, H, K]; v: [B, L, H, V]; causal: also keep key column ≤ query column.
+    Returns:
+      [B, L, H, V] in v's dtype.
+    """
+    length, b, n = q.shape[1], mask.block, mask.num_blocks
+
+    def blocks(x: jax.Array) -> jax.Array:  # [B, L, H, X] → [B, N, b, H, X]
+        x = jnp.pad(x, ((0, 0), (0, n * b - length), (0, 0), (0, 0)))
+        return x.reshape(x.shape[0], n, b, *x.shape[2:])
+
+    k_near, v_near = neighbour_blocks(blocks(k), axis=1), neighbour_blocks(blocks(v), axis=1)  # [B, N, 3b, H, X]
+    logits = jnp.einsum("bnqhk,bnshk->bhnqs", blocks(q), k_near, preferred_element_type=jnp.float32)
+    logits = logits / jnp.sqrt(q.shape[-1]).astype(jnp.float32)
+    allowed = mask.band()  # [B, 1, N, b, 3b]
+    if causal:  # key s of the 3b sits at column (n-1)·b + s, query q at n·b + q
+        allowed = allowed & (jnp.arange(3 * b)[None, :] <= jnp.arange(b)[:, None] + b)
+    logits = jnp.where(allowed, logits, jnp.finfo(jnp.float32).min)
+    weights = jnp.where(allowed, jax.nn.softmax(logits, axis=-1), 0.0)
+    weights = dropout(weights, dropout_rate, dropout_key)
+    out = jnp.einsum("bhnqs,bnshv->bnqhv", weights.astype(v.dtype), v_near)
+    return out.reshape(out.shape[0], n * b, *out.shape[3:])[:, :length]
+
+
 def beam_cache_mask(slots: jax.Array, index: jax.Array, window: int = 0) -> Mask:
     """Self-attention mask of one decoding step over the beams' shared cache (`MultiHeadAttention.step`).
 
@@ -89,8 +188,8 @@ def beam_cache_mask(slots: jax.Array, index: jax.Array, window: int = 0) -> Mask
 
 def scaled_dot_product_attention(
     q: jax.Array, k: jax.Array, v: jax.Array, mask: Mask | None, dropout_rate: float = 0.0,
-    dropout_key: jax.Array | None = None, cached: bool = False, causal: bool = False,
-) -> jax.Array:
+    dropout_key: jax.Array | None = None, cached: bool = False, causal: bool = False, return_weights: bool = False,
+) -> jax.Array | tuple[jax.Array, jax.Array]:
     """§3.2.1: softmax(Q Kᵀ / √d_k) V, per head.
 
     Illegal connections are set to -inf-like values *before* the softmax and their weights are then exactly 0
@@ -99,9 +198,10 @@ def scaled_dot_product_attention(
     Args:
       q: [B, L, H, K]; k: [B, S, H, K] and v: [B, S, H, V], or with ``cached`` the decoding caches' layout
         k: [B, H, K, S] and v: [B, H, S, V] (`MultiHeadAttention.cache_layout`); mask: bool broadcastable to
-        [B, H, L, S]; causal: also apply `causal_mask` (self-attention, L = S).
+        [B, H, L, S]; causal: also apply `causal_mask` (self-attention, L = S); return_weights: also return the
+        attention weights softmax(QKᵀ/√d_k) (float32 [B, H, L, S], before dropout).
     Returns:
-      [B, L, H, V] in v's dtype.
+      [B, L, H, V] in v's dtype (and the weights with ``return_weights``).
     """
     d_k = q.shape[-1]
     if causal:
@@ -115,10 +215,12 @@ def scaled_dot_product_attention(
     weights = jax.nn.softmax(logits, axis=-1)
     if mask is not None:
         weights = jnp.where(mask, weights, 0.0)  # exactly 0, even where a whole row is masked
-    weights = dropout(weights, dropout_rate, dropout_key)
+    dropped = dropout(weights, dropout_rate, dropout_key)
     if cached:
-        return jnp.swapaxes(jnp.einsum("bhls,bhsv->bhlv", weights.astype(v.dtype), v), 1, 2)
-    return jnp.einsum("bhls,bshv->blhv", weights.astype(v.dtype), v)
+        out = jnp.swapaxes(jnp.einsum("bhls,bhsv->bhlv", dropped.astype(v.dtype), v), 1, 2)
+    else:
+        out = jnp.einsum("bhls,bshv->blhv", dropped.astype(v.dtype), v)
+    return (out, weights) if return_weights else out
 
 
 def attention_implementation(name: str, q: jax.Array, v: jax.Array, mask: Mask | None) -> str:
@@ -179,7 +281,13 @@ class MultiHeadAttention(nnx.Module):
 
     ``num_heads``, ``d_k`` and ``d_v`` are independent (Table 3 rows A and B): W^Q, W^K map d_model → h·d_k,
     W^V maps d_model → h·d_v and W^O maps h·d_v → d_model. ``implementation``: see `attention_implementation`.
+
+    With ``capture_weights`` set (`Transformer.attention_weights` sets it for one forward pass), each call also
+    records its weights — float32 [B, H, L, S], computed by the einsum path — as ``nnx.Intermediate``
+    "attention_weights", for figures (Figures 3–5); training and decoding never set it.
     """
+
+    capture_weights: bool = False
 
     def __init__(self, d_model: int, num_heads: int, d_k: int, d_v: int, *, use_bias: bool,
                  dropout_rate: float, dtype: jnp.dtype, rngs: nnx.Rngs, implementation: str = "auto"):
@@ -225,21 +333,32 @@ class MultiHeadAttention(nnx.Module):
         """Cross-attention K/V of a sentence in the caches' layout (computed once per sentence when decoding)."""
         return self.cache_layout(*self.key_value(x))
 
-    def attend(self, q: jax.Array, k: jax.Array, v: jax.Array, mask: Mask | None,
+    def attend(self, q: jax.Array, k: jax.Array, v: jax.Array, mask: "Mask | BandMask | None",
                dropout_key: jax.Array | None = None, cached: bool = False, causal: bool = False) -> jax.Array:
         """Attention over given K/V (in the caches' layout with ``cached``), then W^O: returns [B, L, D].
 
-        ``causal`` adds `causal_mask` to ``mask`` (masked self-attention, §3.2.3).
+        ``causal`` adds `causal_mask` to ``mask`` (masked self-attention, §3.2.3). A `BandMask` (restricted
+        self-attention on long rows) takes `banded_attention`, on every backend.
         """
+        if isinstance(mask, BandMask):
+            if not self.capture_weights:
+                heads = banded_attention(q, k, v, mask, causal, self.dropout_rate, dropout_key)
+                return linear(heads, self.w_o[...], self.b_o[...] if self.use_bias else None, axes=2,
+                              dtype=self.dtype)
+            mask = mask.dense()  # figures want the weights as [B, H, L, L]: the same mask, dense
         dropping = dropout_key is not None and self.dropout_rate > 0
         implementation = "cpu" if cached or dropping else attention_implementation(self.implementation, q, v, mask)
-        if implementation == "cpu":
+        if self.capture_weights:
+            heads, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout_rate, dropout_key, cached,
+                                                          causal, return_weights=True)
+            self.sow(nnx.Intermediate, "attention_weights", weights)
+        elif implementation == "cpu":
             heads = scaled_dot_product_attention(q, k, v, mask, self.dropout_rate, dropout_key, cached, causal)
         else:
             heads = fused_attention(q, k, v, mask, causal, implementation)  # [B, L, H, V]
         return linear(heads, self.w_o[...], self.b_o[...] if self.use_bias else None, axes=2, dtype=self.dtype)
 
-    def __call__(self, x_q: jax.Array, x_kv: jax.Array, mask: Mask | None,
+    def __call__(self, x_q: jax.Array, x_kv: jax.Array, mask: "Mask | BandMask | None",
                  dropout_key: jax.Array | None = None, causal: bool = False) -> jax.Array:
         """Queries from ``x_q`` [B, L, D], keys and values from ``x_kv`` [B, S, D]; returns [B, L, D]."""
         k, v = self.key_value(x_kv)

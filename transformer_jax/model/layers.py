@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from transformer_jax.model.attention import Mask, MultiHeadAttention
+from transformer_jax.model.attention import BandMask, Mask, MultiHeadAttention
 from transformer_jax.model.dropout import dropout, fold
 from transformer_jax.model.linear import linear
 from transformer_jax.model.params import dense_param, ones_param, zeros_param
@@ -102,7 +102,7 @@ class EncoderLayer(nnx.Module):
         self.self_attention, self.self_attention_residual = _attention(m, rngs), _residual(m)
         self.ffn, self.ffn_residual = _ffn(m, rngs), _residual(m)
 
-    def __call__(self, x: jax.Array, mask: Mask, dropout_key: jax.Array | None = None) -> jax.Array:
+    def __call__(self, x: jax.Array, mask: Mask | BandMask, dropout_key: jax.Array | None = None) -> jax.Array:
         x = self.self_attention_residual(
             x, lambda y: self.self_attention(y, y, mask, fold(dropout_key, 0)), fold(dropout_key, 1))
         return self.ffn_residual(x, lambda y: self.ffn(y, fold(dropout_key, 2)), fold(dropout_key, 3))
@@ -119,7 +119,7 @@ class DecoderLayer(nnx.Module):
         self.cross_attention, self.cross_attention_residual = _attention(m, rngs), _residual(m)
         self.ffn, self.ffn_residual = _ffn(m, rngs), _residual(m)
 
-    def __call__(self, y: jax.Array, memory: jax.Array, self_mask: Mask, cross_mask: Mask,
+    def __call__(self, y: jax.Array, memory: jax.Array, self_mask: Mask | BandMask, cross_mask: Mask,
                  dropout_key: jax.Array | None = None) -> jax.Array:
         y = self.self_attention_residual(
             y, lambda z: self.self_attention(z, z, self_mask, fold(dropout_key, 0), causal=True), fold(dropout_key, 1))

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import ml_collections
 from flax import nnx
 
-from transformer_jax.model.attention import Mask, beam_cache_mask, padding_mask, window_mask
+from transformer_jax.model.attention import BandMask, Mask, band_or_dense_mask, beam_cache_mask, padding_mask
 from transformer_jax.model.dropout import dropout, fold
 from transformer_jax.model.embedding import Embedding, PositionalEncoding
 from transformer_jax.model.layers import DecoderLayer, EncoderLayer, LayerNorm
@@ -36,12 +36,14 @@ def _segments_and_positions(ids: jax.Array, segmentation: jax.Array | None,
     return segmentation, position
 
 
-def self_attention_mask(segmentation: jax.Array, position: jax.Array, window: int) -> Mask:
+def self_attention_mask(segmentation: jax.Array, position: jax.Array, window: int) -> Mask | BandMask:
     """Self-attention mask of a stack, built once per forward: `padding_mask` (padding, packed sentences) and,
     with ``model.attention_window`` r > 0, `window_mask` (restricted self-attention: |i - j| ≤ r by position
-    within the sentence). The decoder layers add the causal mask (§3.2.3)."""
-    mask = padding_mask(segmentation, segmentation)
-    return mask & window_mask(position, position, window) if window > 0 else mask
+    within the sentence) — as a `BandMask` on rows long enough for blocked attention to save work. The decoder
+    layers add the causal mask (§3.2.3)."""
+    if window > 0:
+        return band_or_dense_mask(segmentation, position, window)
+    return padding_mask(segmentation, segmentation)
 
 
 def shift_right(targets: jax.Array, position: jax.Array) -> jax.Array:
@@ -128,6 +130,36 @@ class Transformer(nnx.Module):
         memory = self.encode(inputs, inputs_segmentation, inputs_position, fold(dropout_key, 0))
         return self.decode(targets, memory, inputs, inputs_segmentation, targets_segmentation, targets_position,
                            fold(dropout_key, 1))
+
+    def attention_weights(self, inputs: jax.Array, targets: jax.Array) -> dict[str, list[jax.Array]]:
+        """Every head's attention weights for given sentences, teacher-forced, dropout off (Figures 3–5).
+
+        They come from the model's own attention code: each `MultiHeadAttention` records the softmax weights of
+        its forward call (``capture_weights``). Masked positions (padding, the future, other packed sentences,
+        outside an ``attention_window``) are exactly 0 and every live query row sums to 1.
+
+        Args:
+          inputs: int [B, S] source ids; targets: int [B, T] target ids (EOS included), as in `__call__`.
+        Returns:
+          {"encoder": per encoder layer [B, H, S, S], "decoder": per decoder layer, masked self-attention
+          [B, H, T, T], "cross": per decoder layer, encoder-decoder attention [B, H, T, S]}; float32. Row t of
+          the decoder's maps is the query that predicts target t (its input is target t-1, START at t = 0).
+        """
+        stacks = {"encoder": [layer.self_attention for layer in self.encoder_layers],
+                  "decoder": [layer.self_attention for layer in self.decoder_layers],
+                  "cross": [layer.cross_attention for layer in self.decoder_layers]}
+        modules = [module for stack in stacks.values() for module in stack]
+        for module in modules:
+            module.capture_weights = True
+        try:
+            self(inputs, targets)
+            return {name: [module.attention_weights.get_value()[0] for module in stack]
+                    for name, stack in stacks.items()}
+        finally:
+            for module in modules:
+                del module.capture_weights  # back to the class default (False)
+                if hasattr(module, "attention_weights"):
+                    del module.attention_weights
 
     # --- cached decoding (§6.1 beam search drives these) ---
 

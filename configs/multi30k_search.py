@@ -1,0 +1,49 @@
+r"""The Multi30k recipe search (EN→DE, chosen on the dev split only): every setting tried, as a row on multi30k.
+
+Each row is one full setting applied to configs/multi30k.py (not cumulative); NOTES says what it changes and
+why it was tried. Results (dev BLEU, time) are in experiments/results/multi30k_search/::
+
+    transformer-jax sweep --experiment=multi30k_search --rows=tiny --workdir=runs/m30k_search \
+        --config.data.data_dir=../shared/data/multi30k
+    transformer-jax compare runs/m30k_search/* --experiment=multi30k_search
+
+``arg`` is ``ROW[,base=NAME]`` (default base: multi30k).
+"""
+
+from transformer_jax.configs import rows
+
+
+def _tiny(**extra: object) -> rows.Row:
+    """Transformer-Tiny of Wu et al. (ACL 2021), the strongest text-only Multi30k baseline: 4+4 layers, d 128,
+    h 4, d_ff 256, dropout 0.3, ~4K tokens a step, peak learning rate ~5e-3 after 2000 warm-up steps."""
+    fields = {"model.d_model": 128, "model.d_k": 32, "model.d_v": 32, "model.num_heads": 4, "model.d_ff": 256,
+              "model.num_encoder_layers": 4, "model.num_decoder_layers": 4, "model.dropout_rate": 0.3,
+              "data.tokens_per_batch": 4096, "train.warmup_steps": 2000, "train.learning_rate_scale": 2.0,
+              "train.num_steps": 4000, "train.checkpoint_every_steps": 200, "train.eval_every_steps": 500,
+              "train.eval_bleu": True}
+    return rows.setting({**fields, **extra})
+
+
+ROWS: dict[str, rows.Row] = {
+    "base": rows.setting({}),
+    "tiny": _tiny(),
+}
+NOTES = {
+    "base": "configs/multi30k.py as committed: d 256, 3+3, h 4, d_ff 1024, P_drop 0.2, 2K tokens, 4500 steps",
+    "tiny": "Transformer-Tiny (Wu et al. 2021): d 128, 4+4, d_ff 256, P_drop 0.3, 4K tokens, peak lr 4e-3, 4000 steps",
+}
+
+
+def load_base(name: str, pair: str | None = None) -> rows.Config:
+    """Returns ``configs/<name>.py``'s config (``pair`` passed on to it when given)."""
+    return rows.load_base(name, pair)
+
+
+def apply_row(config: rows.Config, row: str) -> rows.Config:
+    """Returns a copy of ``config`` with search row ``row`` applied (name suffixed with the row)."""
+    return rows.apply_row(config, row, ROWS, "sweep_row", "multi30k_search")
+
+
+def get_config(arg: str | None = None) -> rows.Config:
+    """Parses ``ROW[,base=NAME]`` and returns that setting (base default: multi30k)."""
+    return rows.get_row_config(arg, ROWS, "sweep_row", "multi30k_search", "multi30k", "configs/multi30k_search.py")
