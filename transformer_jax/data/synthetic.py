@@ -28,6 +28,25 @@ strong/weak/mixed endings, weak masculine nouns (den Jungen) and dative plural -
 English is deliberately kept unambiguous where German would differ: adverbs and PPs always follow their own
 clause's material and precede its subordinate clauses, "you" is always singular "du", nouns with identical English
 singular and plural (sheep) are left out, and clause coordination happens only at the top level.
+
+Constituency trees (the parsing task, §6.3): the English half of every derivation is built as a `Tree`, a str that
+is the phrase's words (exactly the English text above) and also holds its label and children, so the one code path
+that renders an English sentence also yields its Penn Treebank tree (`english_tree(clause)`). `generate_parse_splits`
+(one pair: `generate_parse_pair`) returns (tokenised sentence, bracketed tree) pairs as in Vinyals et al. (2015):
+"Today the man has seen the dog ." ↦
+"(S (NP (NN Today)) (NP (DT the) (NN man)) (VP (VBZ has) (VP (VBN seen) (NP (DT the) (NN dog)))) (. .))". The
+tokens are the English sentence with "," and "." split off; the tree's leaves are exactly these tokens.
+Trees follow the PTB bracketing guidelines (Bies et al., 1995) with function tags and empty elements removed, as
+parsers are trained and scored: auxiliaries and modals head nested VPs, (VP (MD can) (VP (VB see) ...)), and
+"want to" takes an S without subject, (VP (VBZ wants) (S (VP (TO to) (VP (VB see) ...)))); objects, predicative
+ADJP, PPs, adverbials and complement or adjunct clauses are children of the lowest VP; "that"/"because"/
+"although" clauses are (SBAR (IN because) (S ...)) but "when" is a wh-adverb, (SBAR (WHADVP (WRB when)) (S ...));
+fronted adverbials and subordinate clauses are children of the root S, as is the final (. .); coordination is flat,
+(NP (NP ...) (CC and) (NP ...)) and (S (S ...) (, ,) (CC but) (S ...)); a PP in a noun phrase makes (NP (NP ...)
+(PP ...)). Tags: "to" is always TO, "out of" nests (PP (IN out) (PP (IN of) NP)), "look for" and "wave to" are a
+verb and a PP, "many" is JJ, numbers are CD, possessives PRP$, "very" heads (ADJP (RB very) (JJ small));
+today/yesterday/tomorrow are temporal NPs (NN), other one-word adverbs (ADVP (RB often)), and "every day",
+"last week", "on Monday" are NP or PP. The labels are PHRASE_LABELS and POS_TAGS.
 """
 
 from __future__ import annotations
@@ -36,7 +55,8 @@ import bisect
 import dataclasses
 import functools
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Self
 
 PERSONS = ("1s", "2s", "3s", "1p", "3p")
 CASES = ("nom", "acc", "dat")
@@ -359,6 +379,81 @@ def german_finite_forms(person: str | None = None) -> frozenset[str]:
     return frozenset(t[p] for t in tables for p in persons)
 
 
+# ---------------------------------------------------------------------------------------------------------- trees
+class Tree(str):
+    """A constituent that *is* its English words: the str is the words joined by spaces (the very text the
+    translation side has always used), and `label`/`children` give its Penn Treebank structure.
+
+    Children are Trees or plain strings (a preterminal's word, or a hand-written part such as "the man", which stays
+    unbracketed). Being a str, a Tree compares equal to its words: `noun_phrase(...)[0] == "the small dog"`.
+    """
+
+    label: str
+    children: tuple[Tree | str, ...]
+
+    def __new__(cls, label: str, *children: Tree | str) -> Self:
+        self = super().__new__(cls, " ".join(children))
+        self.label, self.children = label, children
+        return self
+
+    def __getnewargs__(self) -> tuple[str, ...]:  # pickle and copy rebuild from the label and children
+        return (self.label, *self.children)
+
+    def __repr__(self) -> str:
+        return f"Tree({self.bracketed()!r})"
+
+    def bracketed(self) -> str:
+        """The PTB bracketing: "(S (NP (PRP I)) (VP (VBP sleep)) (. .))"."""
+        inner = " ".join(c.bracketed() if isinstance(c, Tree) else c for c in self.children)
+        return f"({self.label} {inner})"
+
+
+@functools.cache
+def _word(tag: str, word: str) -> Tree:
+    """A preterminal, (NN dog); shared, as trees are never changed."""
+    return Tree(tag, word)
+
+
+PHRASE_LABELS = frozenset({"S", "SBAR", "NP", "VP", "PP", "ADJP", "ADVP", "WHADVP"})
+POS_TAGS = frozenset({"DT", "PRP", "PRP$", "CD", "JJ", "NN", "NNS", "NNP", "VBZ", "VBP", "VB", "VBN", "MD", "TO", "IN",
+                      "WRB", "CC", "RB", ",", "."})
+_COMMA = _word(",", ",")
+_NOUN_ADVERBS = ("today", "yesterday", "tomorrow")  # PTB: (NP-TMP (NN today)), function tag dropped
+_ADVERB_TAGS = {"the": "DT", "every": "DT", "this": "DT", "last": "JJ", "next": "JJ"}
+
+
+def _en_pp(prep: str, obj: Tree | str) -> Tree:
+    """(PP (IN in) NP); "to" is TO, "out of" nests: (PP (IN out) (PP (IN of) NP))."""
+    *outer, head = prep.split()
+    tree = Tree("PP", _word("TO" if head == "to" else "IN", head), obj)
+    for word in reversed(outer):
+        tree = Tree("PP", _word("IN", word), tree)
+    return tree
+
+
+@functools.cache
+def _adverb_tree(en: str) -> Tree:
+    """ADVP (RB often), NP (NN today | DT every NN day | JJ last NN week) or PP (IN on (NP (NNP Monday)))."""
+    words = en.split()
+    if words[0] in ("in", "at", "on"):
+        return _en_pp(words[0], Tree("NP", *(_word(_ADVERB_TAGS.get(w, "NNP" if w[0].isupper() else "NN"), w)
+                                             for w in words[1:])))
+    if len(words) == 1 and en not in _NOUN_ADVERBS:
+        return Tree("ADVP", _word("RB", en))
+    return Tree("NP", *(_word(_ADVERB_TAGS.get(w, "NN"), w) for w in words))
+
+
+def _capitalised(t: Tree | str) -> Tree | str:
+    if isinstance(t, Tree):
+        return Tree(t.label, _capitalised(t.children[0]), *t.children[1:])
+    return t[0].upper() + t[1:]
+
+
+def _root(s: Tree) -> Tree:
+    """The tree of a whole sentence: first word capitalised, final (. .) a child of the root S."""
+    return _capitalised(Tree(s.label, *s.children, _word(".", ".")))
+
+
 # -------------------------------------------------------------------------------------------------- noun phrases
 def english_number(n: int) -> str:
     """1–99 in English words: 21 → "twenty-one"."""
@@ -379,7 +474,7 @@ def german_number(n: int) -> str:
 
 
 def _np(noun: Noun, case: str, det: str, plural: bool, adjs: Sequence[Adjective], count: int, very: bool
-        ) -> tuple[str, str]:
+        ) -> tuple[Tree, str]:
     g = "pl" if plural else noun.gender
     if det == "def":
         en_det, de_det, endings = "the", _DEF[case][g], _WEAK[case][g]
@@ -400,15 +495,19 @@ def _np(noun: Noun, case: str, det: str, plural: bool, adjs: Sequence[Adjective]
             de_det += endings
     else:
         raise ValueError(f"determiner {det!r} with plural={plural}")
-    en_words = (["very"] if very and adjs else []) + [a.en for a in adjs] + [noun.en_pl if plural else noun.en_sg]
+    en_words = [_word("JJ", a.en) for a in adjs] + [_word("NNS", noun.en_pl) if plural else _word("NN", noun.en_sg)]
+    if very and adjs:  # "very" modifies the first adjective: (ADJP (RB very) (JJ small))
+        en_words[0] = Tree("ADJP", _word("RB", "very"), en_words[0])
     if en_det == "a" and en_words[0][0] in "aeiou":
         en_det = "an"
     de_words = (["sehr"] if very and adjs else []) + [a.stem + endings for a in adjs] + [noun.de(case, plural)]
-    return " ".join(([en_det] if en_det else []) + en_words), " ".join(([de_det] if de_det else []) + de_words)
+    det_tag = {"num": "CD", "many": "JJ"}.get(det, "PRP$" if det in _POSSESSIVES else "DT")
+    return Tree("NP", *([_word(det_tag, en_det)] if en_det else []), *en_words), " ".join(
+        ([de_det] if de_det else []) + de_words)
 
 
 def noun_phrase(noun: str, case: str, det: str = "def", *, plural: bool = False, adjectives: Sequence[str] = (),
-                count: int = 0, very: bool = False) -> tuple[str, str]:
+                count: int = 0, very: bool = False) -> tuple[Tree, str]:
     """An (English, German) noun phrase; gender comes from the noun, case and number are explicit.
 
     Args:
@@ -427,18 +526,18 @@ def noun_phrase(noun: str, case: str, det: str = "def", *, plural: bool = False,
     return _np(_NOUN_BY_EN[noun], case, det, plural or det in ("num", "some", "many", "bare"), adjs, count, very)
 
 
-def prepositional_phrase(prep: str, noun: str, det: str = "def", **kwargs) -> tuple[str, str]:
+def prepositional_phrase(prep: str, noun: str, det: str = "def", **kwargs) -> tuple[Tree, str]:
     """An (English, German) prepositional phrase; the case is the preposition's, "zu dem" contracts to "zum"."""
     p = PREPOSITIONS[prep]
     en, de = noun_phrase(noun, p.case, det, **kwargs)
     return _pp(p, en, de, det)
 
 
-def _pp(p: Preposition, en: str, de: str, det: str) -> tuple[str, str]:
+def _pp(p: Preposition, en: Tree, de: str, det: str) -> tuple[Tree, str]:
     art, _, rest = de.partition(" ")
     if det == "def" and (p.de, art) in _CONTRACTIONS:
-        return f"{p.en} {en}", f"{_CONTRACTIONS[p.de, art]} {rest}"
-    return f"{p.en} {en}", f"{p.de} {de}"
+        return _en_pp(p.en, en), f"{_CONTRACTIONS[p.de, art]} {rest}"
+    return _en_pp(p.en, en), f"{p.de} {de}"
 
 
 # --------------------------------------------------------------------------------------------------------- clauses
@@ -449,6 +548,8 @@ class Clause:
     tense: "pres", "perf", or a modal ("can", "must", "may", "want"). objs: (English, German) in order (dative before
     accusative). front (main clauses only): "adv" or "pp" (the first PP) opens the clause instead of the subject.
     comp: the "that"/"dass" complement of a verb of saying; adjuncts: (English, German, clause) trailing clauses.
+    The English halves are `Tree`s (from noun_phrase, prepositional_phrase), so the clause has a PTB tree too; plain
+    strings render the same text but stay unbracketed words in the tree.
     """
 
     subj: tuple[str, str]
@@ -464,35 +565,41 @@ class Clause:
     adjuncts: list[tuple[str, str, Clause]] = dataclasses.field(default_factory=list)
 
 
-def _en_clause(c: Clause) -> list[str]:
-    """English: [fronted] subject verb-group objects predicate PPs adverb [that ...] [because ...]."""
-    out, pps = [], c.pps
+def _en_clause(c: Clause) -> Tree:
+    """English S: [fronted] subject verb-group objects predicate PPs adverb [that ...] [because ...].
+
+    Auxiliaries and modals head nested VPs; everything after the verb is a child of the lowest VP.
+    """
+    front, pps = [], c.pps
     if c.front == "adv":
-        out.append(c.adv.en)
+        front.append(_adverb_tree(c.adv.en))
     elif c.front == "pp":
-        out.append(pps[0][0])
+        front.append(pps[0][0])
         pps = pps[1:]
-    out.append(c.subj[0])
     v, p, t = c.verb, c.person, c.tense
-    if t == "pres":
-        out.append(v.en_present(p))
-    elif t == "perf":
-        out += ["has" if p == "3s" else "have", v.en["pp"]]
-    elif t == "want":
-        out += ["wants" if p == "3s" else "want", "to", v.en["base"]]
-    else:
-        out += [_MODALS[t][0], v.en["base"]]
-    out += [o[0] for o in c.objs]
-    if c.pred:
-        out.append(c.pred[0])
-    out += [pp[0] for pp in pps]
-    if c.adv and c.front != "adv":
-        out.append(c.adv.en)
-    if c.comp:
-        out += ["that", *_en_clause(c.comp)]
-    for en, _, sub in c.adjuncts:
-        out += [en, *_en_clause(sub)]
-    return out
+    finite = "VBZ" if p == "3s" else "VBP"
+    form, tag = (v.en_present(p), finite) if t == "pres" else (v.en["pp"], "VBN") if t == "perf" else (
+        v.en["base"], "VB")
+    head, _, particle = form.partition(" ")  # "look for", "wave to": the particle heads a PP over the object
+    objs = [o[0] for o in c.objs]
+    if particle:
+        objs[0] = _en_pp(particle, objs[0])
+    vp = Tree("VP", _word(tag, head), *objs, *([c.pred[0]] if c.pred else []), *(pp[0] for pp in pps),
+              *([_adverb_tree(c.adv.en)] if c.adv and c.front != "adv" else []),
+              *([Tree("SBAR", _word("IN", "that"), _en_clause(c.comp))] if c.comp else []),
+              *(_sbar(en, sub) for en, _, sub in c.adjuncts))
+    if t == "perf":
+        vp = Tree("VP", _word(finite, "has" if p == "3s" else "have"), vp)
+    elif t == "want":  # (VP (VBZ wants) (S (VP (TO to) (VP (VB see) ...)))), the empty subject dropped
+        vp = Tree("VP", _word(finite, "wants" if p == "3s" else "want"), Tree("S", Tree("VP", _word("TO", "to"), vp)))
+    elif t != "pres":
+        vp = Tree("VP", _word("MD", _MODALS[t][0]), vp)
+    return Tree("S", *front, c.subj[0], vp)
+
+
+def _sbar(conj: str, sub: Clause) -> Tree:
+    """(SBAR (IN because) (S ...)); "when" is a wh-adverb: (SBAR (WHADVP (WRB when)) (S ...))."""
+    return Tree("SBAR", Tree("WHADVP", _word("WRB", conj)) if conj == "when" else _word("IN", conj), _en_clause(sub))
 
 
 def _de_verbs(c: Clause) -> tuple[str, list[str]]:
@@ -541,18 +648,29 @@ def _de_main(c: Clause, vorfeld: list[str] | None = None) -> list[str]:
     return [*head, *_de_middle(c, pps), *rest, *_de_extraposed(c)]
 
 
-def _sentence(tokens: list[str]) -> str:
+def _sentence(tokens: Sequence[str]) -> str:
     s = " ".join(tokens).replace(" ,", ",") + "."
     return s[0].upper() + s[1:]
 
 
+def _render(clause: Clause, fronted: tuple[str, str, Clause] | None = None) -> tuple[Tree, list[str]]:
+    """(English S tree, German tokens) of a main clause, optionally opened by a (conj_en, conj_de, clause)."""
+    if fronted is None:
+        return _en_clause(clause), _de_main(clause)
+    en_conj, de_conj, sub = fronted
+    en = Tree("S", _sbar(en_conj, sub), _COMMA, *_en_clause(clause).children)
+    return en, _de_main(clause, [de_conj, *_de_sub(sub), ","])
+
+
 def render(clause: Clause, fronted: tuple[str, str, Clause] | None = None) -> tuple[str, str]:
     """A main clause as an (English, German) sentence, optionally opened by a (conj_en, conj_de, clause)."""
-    if fronted is None:
-        return _sentence(_en_clause(clause)), _sentence(_de_main(clause))
-    en_conj, de_conj, sub = fronted
-    en = [en_conj, *_en_clause(sub), ",", *_en_clause(clause)]
-    return _sentence(en), _sentence(_de_main(clause, [de_conj, *_de_sub(sub), ","]))
+    en, de = _render(clause, fronted)
+    return _sentence(en.split()), _sentence(de)
+
+
+def english_tree(clause: Clause, fronted: tuple[str, str, Clause] | None = None) -> Tree:
+    """The PTB tree of `render(clause, fronted)[0]`; its words are that sentence tokenised ("... the park .")."""
+    return _root(_render(clause, fronted)[0])
 
 
 # ------------------------------------------------------------------------------------------------------ generation
@@ -604,7 +722,7 @@ _ADJUNCT_P = (0.25, 0.15, 0.08)
 
 
 def _random_np(rng: random.Random, tags: str, case: str, coord: float = 0.0, attach: float = 0.0
-               ) -> tuple[str, str, str, str]:
+               ) -> tuple[Tree, str, str, str]:
     """A random (English, German, person, noun class) noun phrase whose head noun has one of `tags`."""
     noun = rng.choice(_nouns_for(tags))
     plural = rng.random() < 0.3
@@ -617,15 +735,15 @@ def _random_np(rng: random.Random, tags: str, case: str, coord: float = 0.0, att
     en, de = _np(noun, case, det, plural, adjs, count, bool(adjs) and rng.random() < 0.15)
     if attach and rng.random() < attach:  # "the man with the hat": a PP inside the noun phrase
         pen, pde = _random_pp(rng, PREPOSITIONS[rng.choice(("with", "without"))])
-        en, de = f"{en} {pen}", f"{de} {pde}"
+        en, de = Tree("NP", en, pen), f"{de} {pde}"
     person = "3p" if plural else "3s"
     if coord and rng.random() < coord:
         en2, de2, _, _ = _random_np(rng, tags, case)
-        en, de, person = f"{en} and {en2}", f"{de} und {de2}", "3p"
+        en, de, person = Tree("NP", en, _word("CC", "and"), en2), f"{de} und {de2}", "3p"
     return en, de, person, noun.tags[0]
 
 
-def _random_pp(rng: random.Random, prep: Preposition | None = None) -> tuple[str, str]:
+def _random_pp(rng: random.Random, prep: Preposition | None = None) -> tuple[Tree, str]:
     p = prep or rng.choice(_PREP_LIST)
     noun = rng.choice(_nouns_for(p.tags))
     plural = rng.random() < 0.25
@@ -642,7 +760,7 @@ def _random_clause(rng: random.Random, depth: int, front_ok: bool) -> Clause:
     tense = _pick(rng, _TENSES, _TENSE_CUM)
     if rng.random() < 0.3:
         en, de, person = rng.choice(_PRONOUNS)
-        cls = "p"
+        en, cls = Tree("NP", _word("PRP", en)), "p"
     else:
         en, de, person, cls = _random_np(rng, verb.subject, "nom", 0.0 if frame == "c" else 0.08, 0.06)
     if cls not in "pa" and tense in ("may", "want"):  # things neither want nor are allowed: "the house can be old"
@@ -657,7 +775,8 @@ def _random_clause(rng: random.Random, depth: int, front_ok: bool) -> Clause:
     elif frame == "c":
         adj = rng.choice(_adjectives_for(cls))
         very = rng.random() < 0.15
-        c.pred = (("very " if very else "") + adj.en, ("sehr " if very else "") + adj.de)
+        c.pred = (Tree("ADJP", *([_word("RB", "very")] if very else []), _word("JJ", adj.en)),
+                  ("sehr " if very else "") + adj.de)
     r = rng.random()
     if r < 0.28:
         c.adv = rng.choice(_time_adverbs(tense))
@@ -680,24 +799,40 @@ def _random_clause(rng: random.Random, depth: int, front_ok: bool) -> Clause:
     return c
 
 
-def generate_pair(rng: random.Random) -> tuple[str, str]:
-    """One (English, German) sentence pair drawn from the grammar with `rng` (3..60 whitespace tokens each)."""
+def _derive(rng: random.Random) -> tuple[Tree, list[str]]:
+    """One derivation: (English S tree, German tokens), without the final full stop."""
+    r = rng.random()
+    if r < 0.15:  # two main clauses, coordinated
+        en_conj, de_conj = rng.choice(_COORDINATORS)
+        c1, c2 = _random_clause(rng, 1, True), _random_clause(rng, 1, True)
+        return (Tree("S", _en_clause(c1), _COMMA, _word("CC", en_conj), _en_clause(c2)),
+                [*_de_main(c1), ",", de_conj, *_de_main(c2)])
+    if r < 0.27:  # a fronted subordinate clause takes the first position: "Weil ..., sieht der Mann ..."
+        en_conj, de_conj = rng.choice(_SUBORDINATORS)
+        sub = _random_clause(rng, _MAX_DEPTH, False)
+        return _render(_random_clause(rng, 1, False), (en_conj, de_conj, sub))
+    return _render(_random_clause(rng, 0, True))
+
+
+def _generate(rng: random.Random) -> tuple[str, str, Tree]:
+    """(English, German, English S tree) of 3..60 whitespace tokens per sentence."""
     while True:
-        r = rng.random()
-        if r < 0.15:  # two main clauses, coordinated
-            en_conj, de_conj = rng.choice(_COORDINATORS)
-            c1, c2 = _random_clause(rng, 1, True), _random_clause(rng, 1, True)
-            en = _sentence([*_en_clause(c1), ",", en_conj, *_en_clause(c2)])
-            de = _sentence([*_de_main(c1), ",", de_conj, *_de_main(c2)])
-        elif r < 0.27:  # a fronted subordinate clause takes the first position: "Weil ..., sieht der Mann ..."
-            en_conj, de_conj = rng.choice(_SUBORDINATORS)
-            sub = _random_clause(rng, _MAX_DEPTH, False)
-            en, de = render(_random_clause(rng, 1, False), (en_conj, de_conj, sub))
-        else:
-            en, de = render(_random_clause(rng, 0, True))
+        tree, de_tokens = _derive(rng)
+        en, de = _sentence(tree.split()), _sentence(de_tokens)
         n_en, n_de = en.count(" ") + 1, de.count(" ") + 1
         if MIN_WORDS <= min(n_en, n_de) and max(n_en, n_de) <= MAX_WORDS:
-            return en, de
+            return en, de, tree
+
+
+def generate_pair(rng: random.Random) -> tuple[str, str]:
+    """One (English, German) sentence pair drawn from the grammar with `rng` (3..60 whitespace tokens each)."""
+    return _generate(rng)[:2]
+
+
+def generate_parse_pair(rng: random.Random) -> tuple[str, str]:
+    """One (tokenised English sentence, PTB tree) pair: the English side of `generate_pair(rng)` with its tree."""
+    tree = _root(_generate(rng)[2])
+    return str(tree), tree.bracketed()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -710,15 +845,24 @@ class SyntheticConfig:
     test_size: int = 1_000
 
 
-def _draw(rng: random.Random, n: int, exclude: set[str], unique: bool) -> list[tuple[str, str]]:
+def _draw(rng: random.Random, n: int, exclude: set[str], unique: bool,
+          draw: Callable[[random.Random], tuple[str, str]]) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     while len(out) < n:
-        pair = generate_pair(rng)
+        pair = draw(rng)
         if pair[0] not in exclude:
             out.append(pair)
             if unique:
                 exclude.add(pair[0])
     return out
+
+
+def _splits(seed: int, sizes: dict[str, int], draw: Callable[[random.Random], tuple[str, str]]
+            ) -> dict[str, list[tuple[str, str]]]:
+    held_out: set[str] = set()
+    out = {split: _draw(random.Random(f"synthetic/{seed}/{split}"), sizes[split], held_out, split != "train", draw)
+           for split in ("test", "dev", "train")}
+    return {split: out[split] for split in ("train", "dev", "test")}
 
 
 def generate_splits(seed: int = 0, train_size: int = 100_000, dev_size: int = 1_000, test_size: int = 1_000
@@ -729,8 +873,15 @@ def generate_splits(seed: int = 0, train_size: int = 100_000, dev_size: int = 1_
     sentence of dev or test (train may repeat its own short sentences, as natural corpora do). Each split has its
     own random stream, so changing one size does not change the other splits.
     """
-    held_out: set[str] = set()
-    test = _draw(random.Random(f"synthetic/{seed}/test"), test_size, held_out, unique=True)
-    dev = _draw(random.Random(f"synthetic/{seed}/dev"), dev_size, held_out, unique=True)
-    train = _draw(random.Random(f"synthetic/{seed}/train"), train_size, held_out, unique=False)
-    return {"train": train, "dev": dev, "test": test}
+    return _splits(seed, {"train": train_size, "dev": dev_size, "test": test_size}, generate_pair)
+
+
+def generate_parse_splits(seed: int = 0, train_size: int = 40_000, dev_size: int = 1_000, test_size: int = 1_000
+                          ) -> dict[str, list[tuple[str, str]]]:
+    """Deterministic train/dev/test splits of (tokenised English sentence, PTB tree) pairs for parsing (§6.3).
+
+    Same random streams and split discipline as `generate_splits`: with the same sizes, each split is the English
+    side of `generate_splits`'s, in order, so no dev/test sentence of either task is in a train split of the other.
+    A smaller size gives a prefix of the larger one's split. The default train size is about WSJ's (40K sentences).
+    """
+    return _splits(seed, {"train": train_size, "dev": dev_size, "test": test_size}, generate_parse_pair)
