@@ -4,7 +4,7 @@
     transformer-jax evaluate --workdir=runs/base --split=test --checkpoint=avg5  # Table 2: newstest2014, last 5
 
 Writes ``<workdir>/translations_<split>.txt`` and ``<workdir>/eval_<split>.json`` (sacreBLEU with its signature,
-the paper's tokenized compound-split BLEU, chrF, the checkpoint, the number of sentences); that JSON is also the
+lowercased sacreBLEU (``-lc``, as most Multi30k papers report), the paper's tokenized compound-split BLEU, chrF, the checkpoint, the number of sentences); that JSON is also the
 last line printed. Decoding settings are the run's ``config.decode``, changed with ``--config.decode.FIELD=VALUE``
 (e.g. ``--config.decode.beam_size=1``). The split's data and the workdir's permission are checked before decoding.
 """
@@ -37,9 +37,9 @@ logger = logging.getLogger(__name__)
 
 def summary(result: dict, samples: list) -> str:
     """The human-readable lines printed above the JSON."""
-    scores = (f"{result['split']}: sacreBLEU {result['sacrebleu']:.2f}  tokenized BLEU {result['tokenized_bleu']:.2f}  "
-              f"chrF {result['chrf']:.2f}  ({result['num_sentences']} sentences, {result['checkpoint']}, "
-              f"{result['decode_seconds']:.1f} s)")
+    scores = (f"{result['split']}: sacreBLEU {result['sacrebleu']:.2f}  lowercased {result['sacrebleu_lowercase']:.2f}  "
+              f"tokenized BLEU {result['tokenized_bleu']:.2f}  chrF {result['chrf']:.2f}  ({result['num_sentences']} "
+              f"sentences, {result['checkpoint']}, {result['decode_seconds']:.1f} s)")
     lines = [scores, f"  sacreBLEU signature: {result['signature']}"]
     for src, hyp, ref in samples[:NUM_SAMPLES]:
         lines.append(f"  SRC {src}\n  OUT {hyp}\n  REF {ref}")

@@ -71,3 +71,16 @@ def test_mismatched_lengths_are_a_clear_error():
         tokenized_bleu([], [], "de")
     with pytest.raises(TypeError, match="expected str"):
         sacrebleu_score(["a", None], ["a", "b"])
+
+
+def test_lowercased_sacrebleu_ignores_case_only():
+    """sacreBLEU -lc: a hypothesis that differs from the reference only in case is perfect lowercased, not cased;
+    the lowercased score is the cased score of the lowercased texts, with the case:lc signature."""
+    refs = ["Ein Mann fährt Fahrrad auf der Straße .", "Zwei Hunde spielen im Park ."]
+    hyps = ["ein mann fährt Fahrrad auf der straße .", "Zwei Hunde spielen im Garten ."]
+    result = evaluate_bleu(hyps, refs, "de")
+    lowered = evaluate_bleu([h.lower() for h in hyps], [r.lower() for r in refs], "de")
+    assert result["sacrebleu_lowercase"] == pytest.approx(lowered["sacrebleu"])
+    assert result["sacrebleu_lowercase"] > result["sacrebleu"]
+    assert "case:lc" in result["lowercase_signature"] and "case:mixed" in result["signature"]
+    assert evaluate_bleu([refs[1].upper()], [refs[1]], "de")["sacrebleu_lowercase"] == pytest.approx(100.0)  # (ß → SS)

@@ -55,14 +55,18 @@ def sacrebleu_score(hypotheses: list[str], references: list[str]) -> dict:
         references: one detokenized reference per sentence.
 
     Returns:
-        ``{"bleu": float, "signature": str, "chrf": float, "chrf_signature": str}``; the signatures
-        (e.g. ``nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0``) make the numbers reproducible.
+        ``{"bleu": float, "signature": str, "bleu_lowercase": float, "lowercase_signature": str, "chrf": float,
+        "chrf_signature": str}``; the signatures (e.g. ``nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0``)
+        make the numbers reproducible. ``bleu_lowercase`` is sacreBLEU's ``-lc`` (case-insensitive, ``case:lc``):
+        most published Multi30k numbers are case-insensitive.
     """
     _check_pairs(hypotheses, references)
-    bleu, chrf = BLEU(), CHRF()
+    bleu, lowercase, chrf = BLEU(), BLEU(lowercase=True), CHRF()
     return {
         "bleu": float(bleu.corpus_score(hypotheses, [references]).score),
         "signature": str(bleu.get_signature()),
+        "bleu_lowercase": float(lowercase.corpus_score(hypotheses, [references]).score),
+        "lowercase_signature": str(lowercase.get_signature()),
         "chrf": float(chrf.corpus_score(hypotheses, [references]).score),
         "chrf_signature": str(chrf.get_signature()),
     }
@@ -122,7 +126,8 @@ def evaluate_bleu(hypotheses: list[str], references: list[str], target_lang: str
         target_lang: target language code (Moses tokenizer of the tokenized BLEU).
 
     Returns:
-        ``{"sacrebleu", "tokenized_bleu", "chrf", "signature", "chrf_signature", "num_sentences"}``.
+        ``{"sacrebleu", "sacrebleu_lowercase", "tokenized_bleu", "chrf", "signature", "lowercase_signature",
+        "chrf_signature", "num_sentences"}``.
 
     Raises:
         ValueError: mismatched line counts or empty input.
@@ -132,9 +137,11 @@ def evaluate_bleu(hypotheses: list[str], references: list[str], target_lang: str
     sacre = sacrebleu_score(hypotheses, references)
     return {
         "sacrebleu": sacre["bleu"],
+        "sacrebleu_lowercase": sacre["bleu_lowercase"],
         "tokenized_bleu": tokenized_bleu(hypotheses, references, target_lang),
         "chrf": sacre["chrf"],
         "signature": sacre["signature"],
+        "lowercase_signature": sacre["lowercase_signature"],
         "chrf_signature": sacre["chrf_signature"],
         "num_sentences": len(hypotheses),
     }

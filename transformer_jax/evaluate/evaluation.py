@@ -60,6 +60,7 @@ def dev_bleu_hook(config: ml_collections.ConfigDict, tokenizer, mesh):
         translator.params = params
         hypotheses = translator.translate_batches(batches)
         scores = bleu_of(config, hypotheses, refs)
-        return {"dev_bleu": scores["sacrebleu"], "dev_tokenized_bleu": scores["tokenized_bleu"]}
+        return {"dev_bleu": scores["sacrebleu"], "dev_bleu_lowercase": scores["sacrebleu_lowercase"],
+                "dev_tokenized_bleu": scores["tokenized_bleu"]}
 
     return hook
