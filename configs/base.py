@@ -51,7 +51,8 @@ def model_config() -> ml_collections.ConfigDict:
 def data_config() -> ml_collections.ConfigDict:
     """§5.1: training data and batching."""
     d = ml_collections.ConfigDict()
-    d.source = "wmt14_ende"  # registry name: wmt14_ende | wmt14_enfr | multi30k_ende | text | synthetic
+    d.source = "wmt14_ende"  # wmt14_ende | wmt14_enfr | multi30k_ende | text | synthetic (parsing: ptb | trees |
+    # synthetic_parse, configs/parsing.py); transformer_jax/data/sources.py lists them.
     d.source_lang = "en"  # the paper translates English → German / French.
     d.target_lang = "de"
     d.data_dir = ""  # tfds data_dir / local directory of raw files ("" = the source's default).
@@ -119,6 +120,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     """
     c = ml_collections.ConfigDict()
     c.name = "base"
+    c.task = "translation"  # translation (BLEU) | parsing (§6.3: linearised trees, EVALB F1; configs/parsing.py)
     c.seed = 0
     c.model = model_config()
     c.data = data_config()

@@ -2,11 +2,14 @@
 
     transformer-jax evaluate --workdir=runs/B1 --split=dev                     # Table 3: newstest2013, no averaging
     transformer-jax evaluate --workdir=runs/base --split=test --checkpoint=avg5  # Table 2: newstest2014, last 5
+    transformer-jax evaluate --workdir=runs/parsing --split=test                 # Table 4: EVALB F1 (§6.3)
 
 Writes ``<workdir>/translations_<split>.txt`` and ``<workdir>/eval_<split>.json`` (sacreBLEU with its signature,
 lowercased sacreBLEU (``-lc``, as most Multi30k papers report), the paper's tokenized compound-split BLEU, chrF, the checkpoint, the number of sentences); that JSON is also the
 last line printed. Decoding settings are the run's ``config.decode``, changed with ``--config.decode.FIELD=VALUE``
 (e.g. ``--config.decode.beam_size=1``). The split's data and the workdir's permission are checked before decoding.
+A parsing run (``config.task = "parsing"``) is scored with EVALB (COLLINS.prm): precision, recall, F1, exact
+match and how many outputs needed repair into a tree (transformer_jax/evaluate/parsing.py).
 """
 
 import json
@@ -18,7 +21,7 @@ import jax
 from absl import flags
 
 from transformer_jax.data.sources import DataError, get_source
-from transformer_jax.evaluate.evaluation import evaluate_split
+from transformer_jax.evaluate.evaluation import evaluate_split, score_line
 from transformer_jax.launch import cluster, logs, overrides
 from transformer_jax.launch.flags import JSON, WORKDIR
 from transformer_jax.launch.overrides import describe_decoding
@@ -37,10 +40,9 @@ logger = logging.getLogger(__name__)
 
 def summary(result: dict, samples: list) -> str:
     """The human-readable lines printed above the JSON."""
-    scores = (f"{result['split']}: sacreBLEU {result['sacrebleu']:.2f}  lowercased {result['sacrebleu_lowercase']:.2f}  "
-              f"tokenized BLEU {result['tokenized_bleu']:.2f}  chrF {result['chrf']:.2f}  ({result['num_sentences']} "
-              f"sentences, {result['checkpoint']}, {result['decode_seconds']:.1f} s)")
-    lines = [scores, f"  sacreBLEU signature: {result['signature']}"]
+    lines = [score_line(result)]
+    if "signature" in result:
+        lines.append(f"  sacreBLEU signature: {result['signature']}")
     for src, hyp, ref in samples[:NUM_SAMPLES]:
         lines.append(f"  SRC {src}\n  OUT {hyp}\n  REF {ref}")
     return "\n".join(lines)

@@ -25,7 +25,7 @@ from absl import flags
 from transformer_jax import sharding
 from transformer_jax.data.sources import DataError, get_source
 from transformer_jax.decode.restore import restore_run
-from transformer_jax.evaluate.evaluation import dev_bleu_hook, evaluate_split
+from transformer_jax.evaluate.evaluation import dev_bleu_hook, evaluate_split, score_line
 from transformer_jax.launch import cluster, logs
 from transformer_jax.launch.flags import CONFIG, EVAL_CHECKPOINT, JSON, WORKDIR, check_eval_checkpoint
 from transformer_jax.run import folder, provenance
@@ -168,17 +168,20 @@ def run_training(config: ml_collections.ConfigDict, workdir: str, eval_splits: S
         run = restore_run(workdir, checkpoint)
         for split in eval_splits:
             result = evaluate_split(run, workdir, split)
-            summary[f"{split}_bleu"] = result["sacrebleu"]
-            summary[f"{split}_tokenized_bleu"] = result["tokenized_bleu"]
+            if "f1" in result:  # a parsing run (§6.3)
+                summary[f"{split}_f1"] = result["f1"]
+            else:
+                summary[f"{split}_bleu"] = result["sacrebleu"]
+                summary[f"{split}_tokenized_bleu"] = result["tokenized_bleu"]
+                summary["signature"] = result["signature"]
             if on_eval is not None:
                 on_eval(split, result, run.checkpoint)
-        summary["signature"] = result["signature"]
     return summary
 
 
 def _print_eval(split: str, result: dict, checkpoint: str) -> None:
-    print(f"{split}: sacreBLEU {result['sacrebleu']:.2f}  tokenized BLEU {result['tokenized_bleu']:.2f}  "
-          f"chrF {result['chrf']:.2f}  ({result['num_sentences']} sentences, {checkpoint})")
+    del split, checkpoint  # (both are in the result)
+    print(score_line(result))
     for src, hyp, ref in result["samples"][:NUM_SAMPLES.value]:
         print(f"  SRC {src}\n  OUT {hyp}\n  REF {ref}")
 

@@ -9,6 +9,8 @@ pairs translating ``config.data.source_lang`` → ``config.data.target_lang``:
 * ``multi30k_ende`` — Multi30k task 1 raw files, from ``config.data.data_dir`` or downloaded (sha256-checked).
 * ``text`` — the user's aligned files ``config.data.{train,dev,test}_files = "src_path,tgt_path"`` (``.gz`` ok).
 * ``synthetic`` — the built-in offline corpus, :func:`transformer_jax.data.synthetic.generate_splits`.
+* ``ptb`` / ``trees`` / ``synthetic_parse`` — constituency parsing (§6.3): sentences and their linearised trees,
+  :mod:`transformer_jax.data.ptb`.
 
 Bad input raises one :class:`DataError` with a message that names the file and line. Empty lines are skipped (and
 counted in :attr:`Source.num_skipped_empty`) in training data only: dev/test are never filtered (and outputs are put
@@ -378,13 +380,21 @@ SOURCES: dict[str, type[Source]] = {
 }
 
 
+def sources() -> dict[str, type[Source]]:
+    """Every source by name: :data:`SOURCES` (translation) and the treebank sources of parsing (§6.3:
+    ``ptb``, ``trees``, ``synthetic_parse``, in :mod:`transformer_jax.data.ptb`, which builds on this module)."""
+    from transformer_jax.data import ptb
+
+    return {**SOURCES, **{cls.name: cls for cls in (ptb.PtbSource, ptb.TreesSource, ptb.SyntheticParseSource)}}
+
+
 def get_source(data_config: Any) -> Source:
-    """Returns the source named by ``data_config.source`` (a key of :data:`SOURCES`).
+    """Returns the source named by ``data_config.source`` (a key of :func:`sources`).
 
     Raises:
         DataError: the name is unknown (the message lists the known ones) or the languages do not fit it.
     """
-    name = str(_get(data_config, "source", ""))
-    if name not in SOURCES:
-        raise DataError(f"Unknown data source {name!r}; known sources: {', '.join(sorted(SOURCES))}.")
-    return SOURCES[name](data_config)
+    name, known = str(_get(data_config, "source", "")), sources()
+    if name not in known:
+        raise DataError(f"Unknown data source {name!r}; known sources: {', '.join(sorted(known))}.")
+    return known[name](data_config)

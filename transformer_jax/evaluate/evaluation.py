@@ -2,6 +2,9 @@
 
 Writes ``<workdir>/translations_<split>.txt`` (one line per source sentence) and ``<workdir>/eval_<split>.json``
 with sacreBLEU (+ signature), the paper's tokenized compound-split BLEU, chrF, the checkpoint and the count.
+A parsing run (``config.task == "parsing"``, §6.3) is scored with EVALB instead (`evaluate.parsing`): its
+eval JSON has precision, recall, F1, exact match and the number of outputs that needed repair, and
+``<workdir>/parses_<split>.txt`` holds the scored (repaired) trees.
 """
 
 import json
@@ -11,9 +14,11 @@ import jax
 import ml_collections
 
 from transformer_jax.data import pipeline
+from transformer_jax.data.sources import get_source
 from transformer_jax.decode.restore import RestoredRun
 from transformer_jax.decode.translate import Translator
 from transformer_jax.evaluate.bleu import evaluate_bleu
+from transformer_jax.evaluate.parsing import score_parses
 from transformer_jax.run import folder
 
 
@@ -29,17 +34,37 @@ def evaluate_split(run: RestoredRun, workdir: str, split: str, progress: bool = 
     tic = time.monotonic()
     translator = Translator(run.config, run.graphdef, run.params, run.tokenizer, run.mesh)
     hypotheses = translator.translate_batches(batches, progress=progress)
-    result = bleu_of(run.config, hypotheses, refs)
+    parses = None
+    if run.config.get("task", "translation") == "parsing":
+        gold = get_source(run.config.data).gold_trees(split)
+        result, parses = score_parses(hypotheses, gold, bool(run.config.data.get("pos_tags", False)))
+    else:
+        result = bleu_of(run.config, hypotheses, refs)
     result.update(split=split, checkpoint=run.checkpoint, decode_seconds=time.monotonic() - tic,
                   decode_method=run.config.decode.method, beam_size=run.config.decode.beam_size,
                   length_penalty=run.config.decode.length_penalty)
     if write and jax.process_index() == 0:  # every process decodes; one writes
         with open(folder.translations_path(workdir, split), "w") as f:
             f.writelines(h + "\n" for h in hypotheses)
+        if parses is not None:
+            with open(folder.path(workdir, f"parses_{split}.txt"), "w") as f:
+                f.writelines(tree + "\n" for tree in parses)
         with open(folder.eval_path(workdir, split), "w") as f:
             json.dump(result, f, indent=2)
     result["samples"] = list(zip(src[:5], hypotheses[:5], refs[:5]))
     return result
+
+
+def score_line(result: dict) -> str:
+    """One line of an evaluation's scores, as `evaluate` and `train --eval_splits` print it."""
+    where = f"{result['checkpoint']}, {result['decode_seconds']:.1f} s"
+    if "f1" in result:  # parsing (§6.3)
+        return (f"{result['split']}: F1 {result['f1']:.2f}  precision {result['precision']:.2f}  recall "
+                f"{result['recall']:.2f}  exact match {result['exact_match']:.2f}  ({result['sentences']} sentences, "
+                f"{result['errors']} EVALB errors, {result['repaired']} outputs repaired; {where})")
+    return (f"{result['split']}: sacreBLEU {result['sacrebleu']:.2f}  lowercased {result['sacrebleu_lowercase']:.2f}  "
+            f"tokenized BLEU {result['tokenized_bleu']:.2f}  chrF {result['chrf']:.2f}  ({result['num_sentences']} "
+            f"sentences, {where})")
 
 
 def dev_bleu_hook(config: ml_collections.ConfigDict, tokenizer, mesh):

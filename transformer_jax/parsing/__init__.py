@@ -1,0 +1,1 @@
+"""English constituency parsing as sequence-to-sequence (§6.3): trees, linearisation, repair of decoded output."""
