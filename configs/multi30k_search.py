@@ -34,16 +34,6 @@ NOTES = {
 }
 
 
-def load_base(name: str, pair: str | None = None) -> rows.Config:
-    """Returns ``configs/<name>.py``'s config (``pair`` passed on to it when given)."""
-    return rows.load_base(name, pair)
-
-
-def apply_row(config: rows.Config, row: str) -> rows.Config:
-    """Returns a copy of ``config`` with search row ``row`` applied (name suffixed with the row)."""
-    return rows.apply_row(config, row, ROWS, "sweep_row", "multi30k_search")
-
-
-def get_config(arg: str | None = None) -> rows.Config:
-    """Parses ``ROW[,base=NAME]`` and returns that setting (base default: multi30k)."""
-    return rows.get_row_config(arg, ROWS, "sweep_row", "multi30k_search", "multi30k", "configs/multi30k_search.py")
+load_base = rows.load_base
+DEFAULT_BASE = "multi30k"
+apply_row, get_config = rows.row_functions(ROWS, "sweep_row", "multi30k_search", DEFAULT_BASE, "configs/multi30k_search.py")

@@ -2,8 +2,8 @@ r"""A sweep's rows as named deltas on a base config, rebuilt on the command line
 
 configs/table3.py (the paper's Table 3), configs/window.py (restricted self-attention, Table 1 row 4) and
 configs/multi30k_search.py (the Multi30k recipe search) each define ``ROWS = {row: function(config) -> None}``
-(mutating a copy) and call :func:`get_row_config` from their ``get_config``; the matching experiments/<name>.py
-names the sweep for ``transformer-jax sweep`` and ``compare``.
+(mutating a copy) and take their ``apply_row`` and ``get_config`` from :func:`row_functions`; the matching
+experiments/<name>.py names the sweep for ``transformer-jax sweep`` and ``compare``.
 """
 
 import importlib
@@ -52,6 +52,21 @@ def get_row_config(arg: str | None, rows: Mapping[str, Row], tag: str, what: str
         opts[key] = value
     return apply_row(load_base(opts.get("base", default_base), opts.get("pair")), row, rows, tag, what)
 
+
+
+def row_functions(rows: Mapping[str, Row], tag: str, what: str, default_base: str,
+                  file: str) -> tuple[Callable[[Config, str], Config], Callable[[str | None], Config]]:
+    """A rows module's ``apply_row(config, row)`` (a copy of ``config`` with the row applied, named
+    ``<base>/<row>``, ``config[tag] = row``) and ``get_config(arg)`` (parses ``ROW[,base=NAME][,pair=P]``; the base
+    defaults to ``default_base``); ``what`` names the sweep in errors, ``file`` is the module's configs/ path."""
+
+    def apply(config: Config, row: str) -> Config:
+        return apply_row(config, row, rows, tag, what)
+
+    def get_config(arg: str | None = None) -> Config:
+        return get_row_config(arg, rows, tag, what, default_base, file)
+
+    return apply, get_config
 
 
 def set_fields(config: Config, fields: Mapping[str, object] | None) -> Config:

@@ -105,16 +105,6 @@ PAPER = {
 }
 
 
-def load_base(name: str, pair: str | None = None) -> Config:
-    """Returns ``configs/<name>.py``'s config (``pair`` passed on to it when given)."""
-    return rows.load_base(name, pair)
-
-
-def apply_row(config: Config, row: str) -> Config:
-    """Returns a copy of ``config`` with Table 3 row ``row`` applied (name suffixed with the row)."""
-    return rows.apply_row(config, row, ROWS, "table3_row", "Table 3")
-
-
-def get_config(arg: str | None = None) -> Config:
-    """Parses ``ROW[,base=NAME][,pair=ende|enfr]`` and returns that row of Table 3."""
-    return rows.get_row_config(arg, ROWS, "table3_row", "Table 3", "base", "configs/table3.py")
+load_base = rows.load_base
+DEFAULT_BASE = "base"
+apply_row, get_config = rows.row_functions(ROWS, "table3_row", "Table 3", DEFAULT_BASE, "configs/table3.py")

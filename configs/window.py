@@ -18,16 +18,6 @@ NOTES = {**{f"r{r}": f"each query sees keys within {r} positions" for r in WINDO
          "full": "full self-attention (the paper's models)"}
 
 
-def load_base(name: str, pair: str | None = None) -> rows.Config:
-    """Returns ``configs/<name>.py``'s config (``pair`` passed on to it when given)."""
-    return rows.load_base(name, pair)
-
-
-def apply_row(config: rows.Config, row: str) -> rows.Config:
-    """Returns a copy of ``config`` with window row ``row`` applied (name suffixed with the row)."""
-    return rows.apply_row(config, row, ROWS, "sweep_row", "window")
-
-
-def get_config(arg: str | None = None) -> rows.Config:
-    """Parses ``ROW[,base=NAME][,pair=ende|enfr]`` and returns that window row (base default: demo_table3)."""
-    return rows.get_row_config(arg, ROWS, "sweep_row", "window", "demo_table3", "configs/window.py")
+load_base = rows.load_base
+DEFAULT_BASE = "demo_table3"
+apply_row, get_config = rows.row_functions(ROWS, "sweep_row", "window", DEFAULT_BASE, "configs/window.py")

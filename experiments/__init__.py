@@ -11,10 +11,12 @@ Adding a sweep: write ``experiments/<name>.py`` with a ``get_experiment()`` and 
 """
 
 import dataclasses
+import functools
 import importlib
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
+from types import ModuleType
 from typing import Any
 
 import ml_collections
@@ -65,6 +67,22 @@ class Experiment:
     def config_arg(self, row: str, base: str) -> str:
         """What follows ``config_file:`` on the command line to rebuild ``row`` on base ``base``."""
         return f"{row},base={base}"
+
+
+def rows_experiment(name: str, description: str, module: ModuleType,
+                    paper: Mapping[str, Mapping[str, float | None]] | None = None) -> Experiment:
+    """The sweep over a configs/ rows module (configs/rows.py): its ROWS, NOTES (if any), apply_row, load_base and
+    default base (the base ``get_config`` falls back to)."""
+    return Experiment(
+        name=name,
+        description=description,
+        default_base=module.DEFAULT_BASE,
+        rows={row: functools.partial(module.apply_row, row=row) for row in module.ROWS},
+        paper=paper or {},
+        config_file=module.__file__,
+        load_base=module.load_base,
+        notes=getattr(module, "NOTES", {}),
+    )
 
 
 def get_experiment(name: str) -> Experiment:

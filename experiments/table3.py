@@ -7,25 +7,14 @@ The row logic lives in configs/table3.py only (``table3.apply_row``); this file 
     transformer-jax compare runs/table3_demo/*
 """
 
-import functools
-
 from transformer_jax.configs import table3
-from transformer_jax.experiments import Experiment
-
-
-def _paper() -> dict[str, dict[str, float | None]]:
-    return {row: {"dev_ppl": ppl, "dev_bleu": bleu, "params_m": params}
-            for row, (ppl, bleu, params) in table3.PAPER.items()}
+from transformer_jax.experiments import Experiment, rows_experiment
 
 
 def get_experiment() -> Experiment:
     """The Table 3 sweep (EN-DE newstest2013, beam search, no checkpoint averaging)."""
-    return Experiment(
-        name="table3",
-        description="Table 3: variations on Transformer base (heads, d_k, size, dropout, label smoothing, positions)",
-        default_base="base",
-        rows={row: functools.partial(table3.apply_row, row=row) for row in table3.ROWS},
-        paper=_paper(),
-        config_file=table3.__file__,
-        load_base=table3.load_base,
-    )
+    paper = {row: {"dev_ppl": ppl, "dev_bleu": bleu, "params_m": params}
+             for row, (ppl, bleu, params) in table3.PAPER.items()}
+    return rows_experiment(
+        "table3", "Table 3: variations on Transformer base (heads, d_k, size, dropout, label smoothing, positions)",
+        table3, paper)
