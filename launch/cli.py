@@ -5,6 +5,7 @@
     transformer-jax decode    --workdir=runs/B1 [--checkpoint=latest|STEP|avg5] [FILE | --input=FILE] [--output=-]
     transformer-jax evaluate  --workdir=runs/B1 --split=dev|test
     transformer-jax average   --workdir=runs/B1 --last=5
+    transformer-jax attention --workdir=runs/B1 --input="The man ..." [--target="..."] --out=DIR   # Figures 3-5
     transformer-jax sweep     --experiment=table3 [--rows=A,B1] [--base=demo_table3] --workdir=runs/table3
     transformer-jax compare   runs/table3/*
 
@@ -26,6 +27,7 @@ COMMANDS = {
     "decode": "Translate text with a trained (or averaged) checkpoint.",
     "evaluate": "Translate a dev/test split and score it (sacreBLEU, tokenized BLEU, chrF).",
     "average": "Average the last N checkpoints of a run (§6.1).",
+    "attention": "Draw a run's attention weights for one sentence (heat maps, Figure 3 lines, .npz; §3.2).",
     "sweep": "Run, or write launch files for, a named experiment (e.g. Table 3).",
     "compare": "Tabulate runs side by side with the paper's Table 3.",
 }
@@ -37,6 +39,8 @@ HELP = {"-h", "--help", "-help", "--helpshort", "--helpfull", "-?"}
 #   OVERRIDES       a sentence saying what --config.SECTION.FIELD=VALUE changes (absent: overrides are refused)
 #   POSITIONAL      "FILE" (at most one argument) or "RUN_FOLDER..." (any number); absent: none
 #   FLAG_HINTS      {flag name: what to use instead}, for the error about a flag the command does not take
+#   FLAG_HELP       {flag name: help}, for a flag shared with another command that means something else here (its
+#                   --help shows this text, without the other command's default)
 
 
 def _usage() -> str:
@@ -63,10 +67,10 @@ def command_flags(module: ModuleType) -> dict[str, flags.Flag]:
     return {flag.name: flag for flag in flags.FLAGS.get_key_flags_for_module(module.__name__)}
 
 
-def _flag_help(flag: flags.Flag) -> list[str]:
+def _flag_help(flag: flags.Flag, text: str | None = None) -> list[str]:
     name = f"--[no]{flag.name}" if flag.boolean else f"--{flag.name}"
-    lines = textwrap.wrap(f"{name}: {flag.help}", width=100, initial_indent="  ", subsequent_indent="      ")
-    if flag.default not in (None, "", []):
+    lines = textwrap.wrap(f"{name}: {text or flag.help}", width=100, initial_indent="  ", subsequent_indent="      ")
+    if text is None and flag.default not in (None, "", []):
         lines.append(f"      (default: {flag.default_as_str})")
     return lines
 
@@ -76,8 +80,9 @@ def help_text(command: str, module: ModuleType) -> str:
     positional = getattr(module, "POSITIONAL", None)
     usage = f"usage: transformer-jax {command} [flags]" + (f" [{positional}]" if positional else "")
     lines = [usage, "", (module.__doc__ or COMMANDS[command]).strip(), "", "flags:"]
+    own = getattr(module, "FLAG_HELP", {})
     for flag in sorted(command_flags(module).values(), key=lambda f: f.name):
-        lines += _flag_help(flag)
+        lines += _flag_help(flag, own.get(flag.name))
     if getattr(module, "OVERRIDES", None):
         lines += textwrap.wrap(f"--config.SECTION.FIELD=VALUE: {module.OVERRIDES}", width=100, initial_indent="  ",
                                subsequent_indent="      ")

@@ -145,21 +145,18 @@ class Transformer(nnx.Module):
           [B, H, T, T], "cross": per decoder layer, encoder-decoder attention [B, H, T, S]}; float32. Row t of
           the decoder's maps is the query that predicts target t (its input is target t-1, START at t = 0).
         """
-        stacks = {"encoder": [layer.self_attention for layer in self.encoder_layers],
-                  "decoder": [layer.self_attention for layer in self.decoder_layers],
-                  "cross": [layer.cross_attention for layer in self.decoder_layers]}
-        modules = [module for stack in stacks.values() for module in stack]
+        stacks = {"encoder": ("encoder_layers", "self_attention"), "decoder": ("decoder_layers", "self_attention"),
+                  "cross": ("decoder_layers", "cross_attention")}
+        modules = [getattr(layer, name) for layers, name in stacks.values() for layer in getattr(self, layers)]
         for module in modules:
             module.capture_weights = True
         try:
-            self(inputs, targets)
-            return {name: [module.attention_weights.get_value()[0] for module in stack]
-                    for name, stack in stacks.items()}
+            _, sown = nnx.capture(self, nnx.Intermediate)(inputs, targets)
         finally:
             for module in modules:
                 del module.capture_weights  # back to the class default (False)
-                if hasattr(module, "attention_weights"):
-                    del module.attention_weights
+        return {kind: [sown[layers][i][name]["attention_weights"].get_value()[0]
+                       for i in range(len(getattr(self, layers)))] for kind, (layers, name) in stacks.items()}
 
     # --- cached decoding (§6.1 beam search drives these) ---
 
