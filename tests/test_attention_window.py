@@ -100,6 +100,16 @@ def test_cached_decoding_matches_teacher_forcing_with_a_window(window, beams):
     assert np.abs(full[real] - teacher[real]).max() > 1e-3
 
 
+def test_cached_decoding_matches_blocked_teacher_forcing_on_long_sentences():
+    """60 target positions with r = 2: teacher forcing takes the blocked path (BandMask), decoding the cache."""
+    src = jnp.asarray((np.arange(2 * 60).reshape(2, 60) % 50) + 3, jnp.int32).at[0, 50:].set(0)
+    tgt = jnp.asarray((np.arange(2 * 60).reshape(2, 60) * 7 % 50) + 3, jnp.int32).at[1, 55:].set(0)
+    model = make_model(2, seed=2)
+    assert isinstance(self_attention_mask((tgt != 0).astype(jnp.int32), jnp.zeros_like(tgt), 2), BandMask)
+    real = np.asarray(tgt != 0)
+    close(cached_logits(model, src, tgt)[real], np.asarray(model(src, tgt))[real], atol=1e-5)
+
+
 # --- the weights: a distribution over exactly the allowed keys --------------------------------------------------------
 
 
