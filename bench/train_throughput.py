@@ -1,6 +1,7 @@
 """Training throughput and MFU on the peer shapes (issue: training ≥ 1.0× HF Marian on every shape).
 
     python bench/train_throughput.py --shapes=tiny,small,base [--peak-gflops=X] [--dtype=float32]
+    python bench/train_throughput.py --workdir=runs/m30k_search/tiny   # a real run's step, isolated, vs its log
 
 One training step = forward + backward + Adam on a batch of 64 × 32 source and 32 target tokens (every token
 real, dropout 0.1, label smoothing 0.1), exactly the peers' setting (../shared/bench/peers/PEERS.md).
@@ -16,17 +17,24 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import statistics
+
 import jax
+import ml_collections
 import numpy as np
 
 from bench.common import matmul_peak_gflops, shape_config, summary, timed
 from transformer_jax import sharding
 from transformer_jax.model.size import flops_per_target_token
+from transformer_jax.run import folder
+from transformer_jax.run.metrics import read_metrics
 from transformer_jax.train.step import init_state, make_setup, make_train_step
 
 
-def bench_shape(name: str, batch: int, length: int, dtype: str, budget_s: float, peak: float) -> dict:
-    config = shape_config(name, dtype)
+def bench_shape(name: str, batch: int, length: int, dtype: str, budget_s: float, peak: float,
+                config: ml_collections.ConfigDict | None = None) -> dict:
+    """One shape: a peer shape by ``name``, or ``config``'s model (a run's) labelled ``name``."""
+    config = config or shape_config(name, dtype)
     mesh = sharding.make_mesh(config.train.mesh)
     setup = make_setup(config, mesh)
     state = init_state(setup)
@@ -52,6 +60,29 @@ def bench_shape(name: str, batch: int, length: int, dtype: str, budget_s: float,
             "mfu": flops / s["median_s"] / (peak * 1e9), "peak_gflops": peak, **s}
 
 
+def bench_run(workdir: str, budget_s: float, peak: float) -> dict:
+    """A run's training step in isolation vs the run: per compiled shape (rows × length) the step time with every
+    token real, and the run's logged real target tokens/s (per log interval; data, host syncs, checkpoints and
+    the packing's padding included, compilations and evaluations excluded as the trainer logs it). ``expected_tokens_per_s`` = isolated tokens/s at the run's mean fill rate, over
+    the shapes in the proportion the run used them (one step each: bucket frequencies are not logged)."""
+    config = folder.load_config(workdir)
+    records = read_metrics(workdir)
+    shapes = sorted({(int(r["batch_rows"]), int(r["batch_length"])) for r in records if "batch_rows" in r})
+    logged = [r["tokens_per_s"] for r in records if "tokens_per_s" in r]
+    fills = [r["fill_rate"] for r in records if "fill_rate" in r]
+    results = [bench_shape(workdir, rows, length, config.model.dtype, budget_s, peak, config)
+               for rows, length in shapes]
+    for r in results:
+        print(json.dumps(r), flush=True)
+    fill = statistics.mean(fills) if fills else 1.0
+    step_s = statistics.mean(r["step_s"] for r in results)
+    tokens = statistics.mean(r["batch"] * r["tgt_len"] for r in results)
+    return {"workdir": workdir, "shapes": shapes, "isolated_step_s": step_s, "fill_rate": fill,
+            "expected_tokens_per_s": tokens * fill / step_s,
+            "logged_tokens_per_s_median": statistics.median(logged) if logged else None,
+            "logged_intervals": len(logged)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", default="tiny,small,base", help="comma-separated: tiny, small, base")
@@ -60,9 +91,14 @@ def main() -> None:
     ap.add_argument("--dtype", default="float32", help="compute dtype (float32 or bfloat16)")
     ap.add_argument("--budget-s", type=float, default=20.0, help="timed seconds per shape (after warm-up)")
     ap.add_argument("--peak-gflops", type=float, default=None, help="report MFU against this peak instead")
+    ap.add_argument("--workdir", default=None, help="bench a run instead: its model (config.json) on every batch "
+                    "shape its training compiled (metrics.jsonl), beside the real tokens/s it logged")
     args = ap.parse_args()
     peak = args.peak_gflops or matmul_peak_gflops()
     print(json.dumps({"matmul_peak_gflops": peak, "measured": args.peak_gflops is None}), flush=True)
+    if args.workdir:
+        print(json.dumps(bench_run(args.workdir, args.budget_s, peak)))
+        return
     results = []
     for name in args.shapes.split(","):
         r = bench_shape(name, args.batch, args.length, args.dtype, args.budget_s, peak)
