@@ -68,7 +68,7 @@ def bench_run(workdir: str, budget_s: float, peak: float) -> dict:
     config = folder.load_config(workdir)
     records = read_metrics(workdir)
     shapes = sorted({(int(r["batch_rows"]), int(r["batch_length"])) for r in records if "batch_rows" in r})
-    logged = [r["tokens_per_s"] for r in records if "tokens_per_s" in r]
+    logged = [r["tokens_per_s"] for r in records if r.get("tokens_per_s") is not None]
     fills = [r["fill_rate"] for r in records if "fill_rate" in r]
     results = [bench_shape(workdir, rows, length, config.model.dtype, budget_s, peak, config)
                for rows, length in shapes]

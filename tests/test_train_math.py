@@ -19,6 +19,7 @@ from transformer_jax.configs import base
 from transformer_jax.train.loss import cross_entropy_sums
 from transformer_jax.train.optimizer import learning_rate_schedule, make_optimizer
 from transformer_jax.train.step import init_state, make_setup, make_train_step
+from transformer_jax.train.trainer import Throughput
 
 
 def paper_lrate(step: int, d_model: int, warmup: int, scale: float = 1.0) -> float:
@@ -251,3 +252,19 @@ def test_train_step_accumulation_schedule_and_token_normalisation():
     for step, m in enumerate(metrics_1, start=1):
         want = paper_lrate(step, config.model.d_model, t.warmup_steps, t.learning_rate_scale)
         np.testing.assert_allclose(m["learning_rate"], want, rtol=1e-6)
+
+
+def test_throughput_leaves_compiling_steps_out_with_their_tokens():
+    """The logged tokens/s: a step that compiled is left out whole (time and tokens), evaluations by time; an
+    interval of compiling steps only — the first after a resume — has no rate, not its tokens over ~0 s."""
+    now = [0.0]
+    meter = Throughput(clock=lambda: now[0])
+    now[0] += 5.0  # a resumed run's first step: it compiled, 5 s, 4000 tokens
+    meter.exclude(5.0, 4000.0)
+    assert meter.rate(4000.0) is None
+    now[0] += 7.0  # then a compiling step (6 s, 1000 tokens) and a plain one (1 s, 3000 tokens)
+    meter.exclude(6.0, 1000.0)
+    assert meter.rate(4000.0) == pytest.approx(3000.0)
+    now[0] += 12.0  # 4 plain steps over 2 s and an evaluation of 10 s
+    meter.exclude(10.0)
+    assert meter.rate(8000.0) == pytest.approx(4000.0)

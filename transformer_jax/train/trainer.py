@@ -61,21 +61,28 @@ def evaluate_loss(setup: Setup, eval_step, params: dict, batches: list[dict]) ->
             "dev_ppl": math.exp(min(totals["nll"] / tokens, 50.0))}
 
 
-class _Throughput:
-    """Target tokens per second of training over a log interval, excluding compilation and evaluation time."""
+class Throughput:
+    """Target tokens per second of training over a log interval, excluding compilation and evaluation time.
 
-    def __init__(self):
-        self.start, self.excluded = time.monotonic(), 0.0
+    A step that compiled (a new batch shape) is left out whole, its tokens with its time: an interval of compiling
+    steps only (the first after a start or a resume) has no rate (None), not its few tokens over ~0 seconds.
+    """
 
-    def exclude(self, seconds: float) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
+        self.start, self.excluded, self.excluded_tokens = clock(), 0.0, 0.0
+
+    def exclude(self, seconds: float, tokens: float = 0.0) -> None:
+        """Leaves ``seconds`` (an evaluation, or a compiling step with its ``tokens``) out of this interval."""
         self.excluded += seconds
+        self.excluded_tokens += tokens
 
-    def rate(self, tokens: float) -> float:
+    def rate(self, tokens: float) -> float | None:
         """Rate since the last call (call it only after the interval's steps have finished: a host sync)."""
-        now = time.monotonic()
-        elapsed = max(now - self.start - self.excluded, 1e-9)
-        self.start, self.excluded = now, 0.0
-        return tokens / elapsed
+        now = self.clock()
+        elapsed, timed = now - self.start - self.excluded, tokens - self.excluded_tokens
+        self.start, self.excluded, self.excluded_tokens = now, 0.0, 0.0
+        return timed / elapsed if timed > 0 and elapsed > 0 else None
 
 
 def train(config: ml_collections.ConfigDict, workdir: str, *, progress: bool = True,
@@ -150,7 +157,7 @@ def _loop(p: _LoopParts, state: dict, step: int, stop_after: int | None) -> dict
     end = t.num_steps if stop_after is None else min(t.num_steps, step + stop_after)
     bar = tqdm(total=t.num_steps, initial=step, disable=not p.progress or jax.process_index() != 0,
                desc="train", unit="step", dynamic_ncols=True)
-    throughput, pending, last, shapes_seen = _Throughput(), [], {}, set()
+    throughput, pending, last, shapes_seen = Throughput(), [], {}, set()
     start_time, preempted = time.monotonic(), False
     while step < end:
         local = next(p.batches)
@@ -167,7 +174,7 @@ def _loop(p: _LoopParts, state: dict, step: int, stop_after: int | None) -> dict
             compile_s = time.monotonic() - tic
             logger.info("Compiled train step for batch shape %s in %.1f s", shape, compile_s)
             p.writer.write(step, compile_time_s=compile_s, batch_rows=shape[0], batch_length=shape[1])
-            throughput.exclude(compile_s)
+            throughput.exclude(compile_s, float(metrics["target_tokens"]))
         pending.append((step, metrics))
         preempted = p.watch.reached(step)
         log_now = step % t.log_every_steps == 0 or step == end or preempted
@@ -189,7 +196,7 @@ def _loop(p: _LoopParts, state: dict, step: int, stop_after: int | None) -> dict
             if log_now:
                 p.writer.write(step, **last)
                 bar.set_postfix(loss=f"{last['train_loss']:.3f}", lr=f"{last['learning_rate']:.2e}",
-                                tok_s=f"{last['tokens_per_s']:.0f}")
+                                tok_s="–" if last["tokens_per_s"] is None else f"{last['tokens_per_s']:.0f}")
         if eval_now:
             tic = time.monotonic()
             dev = evaluate_loss(p.setup, p.eval_step, state["params"], p.dev_batches)
