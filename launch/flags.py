@@ -25,6 +25,8 @@ CHECKPOINT = flags.DEFINE_string(
     "checkpoint", "latest", "Which checkpoint to restore: latest, a step number, or avgN (average of the last N).")
 EXPERIMENT = flags.DEFINE_enum("experiment", "table3", EXPERIMENTS,
                                "Named sweep of experiments/ (sweep: the one to run; compare: the paper's columns).")
+EVAL_SPLITS = flags.DEFINE_list("eval_splits", ["dev", "test"], "train/sweep: splits translated and scored after "
+                                "training (empty: none; a recipe search scores dev only, e.g. --eval_splits=dev).")
 EVAL_CHECKPOINT = flags.DEFINE_string(
     "eval_checkpoint", "latest", "train/sweep: checkpoint scored after training: latest, a step, or avgN (§6.1: "
     "avg5 for base, avg20 for big).")

@@ -19,14 +19,14 @@ import logging
 import os
 import shlex
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from absl import flags
 
 from transformer_jax.experiments import Experiment, base_name, get_experiment, resolve
 from transformer_jax.launch import cluster, logs
-from transformer_jax.launch.flags import EVAL_CHECKPOINT, EXPERIMENT, WORKDIR, check_eval_checkpoint
+from transformer_jax.launch.flags import EVAL_CHECKPOINT, EVAL_SPLITS, EXPERIMENT, WORKDIR, check_eval_checkpoint
 from transformer_jax.train.preemption import Preempted
 
 LAUNCHERS = ("local", "slurm", "tpu", "print")
@@ -52,12 +52,13 @@ TPU_REPO = flags.DEFINE_string("tpu_repo", "transformer_jax",
 ENV_SETUP = flags.DEFINE_string("env_setup", None, "Slurm/TPU: shell command run before training on each node, "
                                                    "e.g. 'source venv/bin/activate'.")
 
-for _name in ("experiment", "workdir", "eval_checkpoint", *cluster.FLAG_NAMES):
+for _name in ("experiment", "workdir", "eval_checkpoint", "eval_splits", *cluster.FLAG_NAMES):
     flags.declare_key_flag(_name)
 OVERRIDES = "override a field of every row's config, e.g. --config.train.num_steps=500 (rows apply to --base)."
 FLAG_HINTS = {"config": "sweep takes --base=NAME (and --config.x.y=value overrides), not --config."}
 
 COMMAND = "transformer-jax"
+DEFAULT_SPLITS = ("dev", "test")  # what each row scores after training unless --eval_splits says otherwise
 logger = logging.getLogger(__name__)
 
 
@@ -89,10 +90,13 @@ def override_args(overrides: Mapping[str, Any]) -> list[str]:
 
 
 def train_argv(experiment: Experiment, row: str, base: str, workdir: str,
-               overrides: Mapping[str, Any] | None = None, eval_checkpoint: str = "latest") -> list[str]:
+               overrides: Mapping[str, Any] | None = None, eval_checkpoint: str = "latest",
+               eval_splits: Sequence[str] = DEFAULT_SPLITS) -> list[str]:
     """The `transformer-jax train` command (as argv) that trains ``row`` of ``experiment`` on base ``base``."""
     config = f"{_cli_path(experiment.config_file)}:{experiment.config_arg(row, base)}"
     scored = [] if eval_checkpoint == "latest" else [f"--eval_checkpoint={eval_checkpoint}"]
+    if tuple(eval_splits) != DEFAULT_SPLITS:
+        scored.append(f"--eval_splits={','.join(eval_splits)}")
     return [COMMAND, "train", f"--config={config}", f"--workdir={os.path.join(workdir, row)}", *scored,
             *override_args(overrides or {})]
 
@@ -166,7 +170,7 @@ def flag_overrides() -> dict[str, Any]:
 
 
 def run_local(configs: dict, workdir: str, commands: dict[str, list[str]],
-              eval_checkpoint: str = "latest") -> dict[str, str]:
+              eval_checkpoint: str = "latest", eval_splits: Sequence[str] = DEFAULT_SPLITS) -> dict[str, str]:
     """Trains and evaluates each row in turn (skipping finished rows); returns {row: error} for failed rows."""
     from transformer_jax.launch.train import run_training  # imported here: the other launchers need no model code
     from transformer_jax.run.folder import is_finished
@@ -179,7 +183,7 @@ def run_local(configs: dict, workdir: str, commands: dict[str, list[str]],
             continue
         print(f"[{i}/{len(configs)}] {row}: training in {rundir}", flush=True)
         try:
-            summary = run_training(config, rundir, ("dev", "test"), eval_checkpoint, command=commands[row])
+            summary = run_training(config, rundir, tuple(eval_splits), eval_checkpoint, command=commands[row])
         except Preempted:  # SIGTERM stops the whole sweep; the row resumes when the sweep is run again
             raise
         except (ValueError, OSError) as e:  # a user mistake (bad data, a config clash): one line, no traceback
@@ -203,10 +207,14 @@ def main(argv: list[str]) -> None:
         base = base_name(experiment, BASE.value)
         overrides = flag_overrides()
         configs = resolve(experiment, base, ROWS.value, overrides)
-        commands = {row: train_argv(experiment, row, base, WORKDIR.value, overrides, EVAL_CHECKPOINT.value)
+        commands = {row: train_argv(experiment, row, base, WORKDIR.value, overrides, EVAL_CHECKPOINT.value,
+                                    EVAL_SPLITS.value)
                     for row in configs}
         for config in configs.values():  # every launcher: a checkpoint the rows will not have is found now
             check_eval_checkpoint(EVAL_CHECKPOINT.value, config.train)
+        unknown = [split for split in EVAL_SPLITS.value if split not in DEFAULT_SPLITS]
+        if unknown:
+            raise ValueError(f"--eval_splits: unknown split {unknown[0]!r}; valid: dev, test (or empty).")
         workdir, launcher = WORKDIR.value, LAUNCHER.value
         if launcher == "slurm":  # written only once every script could be made
             options = SlurmOptions(SLURM_NODES.value, SLURM_GPUS_PER_NODE.value, SLURM_TIME.value,
@@ -238,7 +246,7 @@ def main(argv: list[str]) -> None:
         logs.setup()
         cluster.maybe_initialize()
         try:
-            failed = run_local(configs, workdir, commands, EVAL_CHECKPOINT.value)
+            failed = run_local(configs, workdir, commands, EVAL_CHECKPOINT.value, EVAL_SPLITS.value)
         except Preempted as e:
             cluster.exit_preempted("sweep", e)
         if failed:

@@ -27,16 +27,14 @@ from transformer_jax.data.sources import DataError, get_source
 from transformer_jax.decode.restore import restore_run
 from transformer_jax.evaluate.evaluation import dev_bleu_hook, evaluate_split, score_line
 from transformer_jax.launch import cluster, logs
-from transformer_jax.launch.flags import CONFIG, EVAL_CHECKPOINT, JSON, WORKDIR, check_eval_checkpoint
+from transformer_jax.launch.flags import CONFIG, EVAL_CHECKPOINT, EVAL_SPLITS, JSON, WORKDIR, check_eval_checkpoint
 from transformer_jax.run import folder, provenance
 from transformer_jax.run.metrics import read_metrics
 from transformer_jax.train.preemption import Preempted
 from transformer_jax.train.trainer import NonFiniteLossError, build_shared_tokenizer, train
 
-EVAL_SPLITS = flags.DEFINE_list("eval_splits", ["dev", "test"],
-                                "Splits translated and scored after training (empty: none).")
 NUM_SAMPLES = flags.DEFINE_integer("num_samples", 3, "Sample translations printed after training.")
-for _name in ("config", "workdir", "eval_checkpoint", "json", *cluster.FLAG_NAMES):
+for _name in ("config", "workdir", "eval_checkpoint", "eval_splits", "json", *cluster.FLAG_NAMES):
     flags.declare_key_flag(_name)
 OVERRIDES = "override any field of the config, e.g. --config.train.num_steps=50000 (configs are locked: a typo fails)."
 FLAG_HINTS = {"checkpoint": "train scores its result with --eval_checkpoint=latest|STEP|avgN."}

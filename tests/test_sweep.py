@@ -252,6 +252,17 @@ def test_eval_checkpoint_reaches_every_launcher(in_repo):
     assert cli_config(argv).train.num_steps == 5
 
 
+def test_eval_splits_reach_every_launcher(quick):
+    """`sweep --eval_splits=dev` (a recipe search that must not look at test) is in each row's train command and
+    what a local sweep scores; the default (dev, test) adds nothing to the command."""
+    argv = sweep.train_argv(TABLE3, "B1", "base", "runs/x", None, "avg5", ["dev"])
+    assert argv[4:] == ["--eval_checkpoint=avg5", "--eval_splits=dev"]
+    assert "--eval_splits" not in " ".join(sweep.train_argv(TABLE3, "B1", "base", "runs/x", None, "avg5"))
+    proc = quick["eval_splits"]
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().endswith("--workdir=w/B1 --eval_splits=dev"), proc.stdout
+
+
 def test_every_sweep_flag_has_help():
     names = [f.name for f in flags.FLAGS.get_key_flags_for_module(sweep)]
     assert {"experiment", "rows", "base", "launcher", "slurm_nodes", "slurm_gpus_per_node", "slurm_time",
@@ -284,6 +295,8 @@ def quick(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
         "no_workdir": ["--launcher=print"],
         "tpu_name": ["--launcher=tpu", "--workdir=w"],
         "config": ["--config=configs/demo.py", "--launcher=print", "--workdir=w"],
+        "eval_splits": ["--launcher=print", "--workdir=w", "--rows=B1", "--eval_splits=dev"],
+        "bad_split": ["--launcher=print", "--workdir=w", "--eval_splits=dev,valid"],
         "line_break": ["--rows=B1,C4", "--launcher=slurm", f"--workdir={tmp / 't3'}",
                        "--slurm_partition=gpu\n#SBATCH --wrap=evil"],
     }
@@ -320,7 +333,8 @@ def test_cli_tpu_is_the_golden_output(quick):
 
 @pytest.mark.parametrize("case,message", [("no_workdir", "--workdir is required"),
                                           ("tpu_name", "--tpu_name and --tpu_zone"),
-                                          ("config", "not --config")])
+                                          ("config", "not --config"),
+                                          ("bad_split", "--eval_splits: unknown split 'valid'")])
 def test_cli_errors_are_one_clear_line(quick, case, message):
     proc = quick[case]
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
