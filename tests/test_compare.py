@@ -176,3 +176,17 @@ def test_columns_that_say_nothing_are_left_out_and_notes_become_the_change_colum
     assert "paper" not in header and "| r |" in header and header.endswith("| change |")
     assert first.split("|")[-2].strip() == experiment.notes["r4"]
     assert first.split("|")[header.split("|").index(" r ")].strip() == "4"
+
+
+def test_a_finished_run_scored_on_dev_only_is_not_in_progress(tmp_path):
+    """A recipe search scores dev only (sweep --eval_splits=dev): finished training + eval_dev.json is done."""
+    import shutil
+
+    run = tmp_path / "D1"
+    shutil.copytree(os.path.join(FIXTURES, "D1"), run)
+    assert report.collect_run(str(run))["finished"]
+    os.remove(run / "eval_test.json")
+    assert (run / "eval_dev.json").exists()
+    collected = report.collect_run(str(run))
+    assert collected["finished"] and collected["test_bleu"] is None
+    assert "\\*" not in report.to_markdown(report.build_rows([collected]))

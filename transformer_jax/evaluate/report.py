@@ -102,7 +102,7 @@ def collect_run(workdir: str) -> dict:
         "params": _parameters(config["model"]),
         "num_steps": num_steps,
         "step": step,
-        "finished": step >= num_steps and test is not None,
+        "finished": step >= num_steps and (test is not None or dev is not None),  # scored (a search: dev only)
         "dev_ppl": _latest(records, "dev_ppl"),
         "dev_bleu": dev_bleu,
         "dev_tokenized_bleu": dev_tok,
