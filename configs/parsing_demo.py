@@ -2,9 +2,8 @@ r"""Offline parsing demo (§6.3 on the synthetic grammar): a small Transformer p
 
 The synthetic grammar (transformer_jax/data/synthetic.py) generates each English sentence with its Penn Treebank
 tree; the ``synthetic_parse`` source linearises them as configs/parsing.py does for the WSJ. The model is the
-CPU demo's size (d_model 128, 2+2 layers), 1200 steps of ~4K tokens: the translation demo's 1000 such steps take
-~7 minutes on a quiet 2-core machine (the committed run took 34 minutes, sharing the cores with three other
-trainings: experiments/results/README.md). Decoding keeps §6.3's α 0.3 and input length + 300, with beam 4
+CPU demo's size (d_model 128, 2+2 layers), 1200 steps of ~4K tokens: the whole command takes ~17 minutes on a
+quiet 2-core machine (experiments/results/README.md; its targets are ~4× longer than the translation demo's). Decoding keeps §6.3's α 0.3 and input length + 300, with beam 4
 instead of 21 to keep decoding on a CPU short (``evaluate --config.decode.beam_size=21`` decodes with the paper's
 beam)::
 
