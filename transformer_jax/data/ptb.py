@@ -25,7 +25,16 @@ import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from transformer_jax.data.sources import SPLITS, DataError, Pair, Source, _file_stamp, _get, read_lines
+from transformer_jax.data.sources import (
+    SPLITS,
+    DataError,
+    Pair,
+    Source,
+    _file_stamp,
+    _get,
+    read_lines,
+    synthetic_kwargs,
+)
 from transformer_jax.parsing.trees import Tree, TreeError, linearize, normalize, read_trees
 
 WSJ_SPLITS: dict[str, tuple[int, ...]] = {"train": tuple(range(2, 22)), "dev": (22,), "test": (23,)}
@@ -182,8 +191,7 @@ class SyntheticParseSource(TreebankSource):
         self._splits: dict[str, list[Tree]] | None = None
 
     def _kwargs(self) -> dict:
-        kwargs = _get(self.config, "synthetic", {})
-        return dict(kwargs.to_dict() if hasattr(kwargs, "to_dict") else kwargs)
+        return synthetic_kwargs(self.config)
 
     def _trees(self, split: str) -> Iterator[Tree]:
         if self._splits is None:

@@ -348,6 +348,12 @@ class Wmt14EnFrSource(Wmt14Source):
     tfds_config = "fr-en"
 
 
+def synthetic_kwargs(data_config: Any) -> dict[str, Any]:
+    """``config.data.synthetic`` as keyword arguments of the synthetic grammar's split generators."""
+    kwargs = _get(data_config, "synthetic", {})
+    return dict(kwargs.to_dict() if hasattr(kwargs, "to_dict") else kwargs)
+
+
 class SyntheticSource(Source):
     """The built-in offline EN↔DE corpus (``config.data.synthetic`` = generate_splits keyword arguments)."""
 
@@ -359,8 +365,7 @@ class SyntheticSource(Source):
         self._splits: dict[str, list[Pair]] | None = None
 
     def _kwargs(self) -> dict[str, Any]:
-        kwargs = _get(self.config, "synthetic", {})
-        return dict(kwargs.to_dict() if hasattr(kwargs, "to_dict") else kwargs)
+        return synthetic_kwargs(self.config)
 
     def _raw_pairs(self, split: str) -> Iterator[Pair]:
         if self._splits is None:
