@@ -241,3 +241,47 @@ def test_non_finite_update_is_never_checkpointed(three_good_steps, tmp_path):
     assert [p.name for p in (workdir / "checkpoints").iterdir() if not p.name.isdigit()] == []
     bad = [step for step in folder.checkpoint_steps(workdir) if not all_finite(restore(workdir, step)[0])]
     assert bad == [], f"checkpoints {bad} hold non-finite parameters"
+
+
+SLOW_STEP_S = 0.05  # the simulated computation of one step; dispatching one takes ~1 ms
+
+
+def test_sigterm_takes_effect_within_a_few_steps_of_the_computation(tmp_path, monkeypatch):
+    """JAX dispatches steps asynchronously: a loop that synced only at log intervals ran up to a whole interval
+    ahead of the computation, and a SIGTERM took effect only after every queued step had run (minutes at 3 s a step,
+    past Slurm's 120 s notice). Here each step's computation takes 50 ms (a host callback the next step depends on)
+    and the SIGTERM comes while step 5 computes; the log interval is longer than the run. The run must stop and
+    save within three steps of that (trainer.STEPS_AHEAD = 2 queued behind the one computing), not at the end."""
+    from jax.experimental import io_callback
+
+    from transformer_jax.train import trainer
+    from transformer_jax.train.preemption import Preempted
+
+    term_at, computed = 5, []
+
+    def compute(step):
+        time.sleep(SLOW_STEP_S)
+        computed.append(int(step))
+        if int(step) == term_at:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return step
+
+    make_train_step = trainer.make_train_step
+
+    def slow_train_step(setup):
+        train_step = make_train_step(setup)
+        slow = jax.jit(lambda step: io_callback(compute, jax.ShapeDtypeStruct(step.shape, step.dtype), step))
+
+        def step_fn(state, batch):
+            state, metrics = train_step(state, batch)
+            return {**state, "step": slow(state["step"])}, metrics  # the next step waits for this one's callback
+
+        return step_fn
+
+    monkeypatch.setattr(trainer, "make_train_step", slow_train_step)
+    config = tiny.tiny_config(num_steps=40, log_every_steps=1000)
+    with pytest.raises(Preempted) as stopped:
+        train(config, str(tmp_path / "run"), progress=False)
+    assert term_at < stopped.value.step <= term_at + 3
+    assert folder.checkpoint_steps(tmp_path / "run") == [stopped.value.step]
+    assert max(computed) == stopped.value.step  # nothing ran past the step saved

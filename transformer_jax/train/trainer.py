@@ -31,6 +31,12 @@ from transformer_jax.train.step import Setup, init_state, make_eval_step, make_s
 
 logger = logging.getLogger(__name__)
 
+# Steps the host may dispatch ahead of the computation. JAX dispatches asynchronously: unbounded, the loop (its
+# progress bar, and the SIGTERM check) would run a whole log interval ahead, and a SIGTERM would take effect only
+# after every queued step had run (minutes at 3 s a step, past Slurm's 120 s of notice). Two keeps the accelerator
+# fed (the next step is queued while one runs) and bounds the stop to about three steps' time.
+STEPS_AHEAD = 2
+
 class NonFiniteLossError(RuntimeError):
     """The training loss became NaN/inf; the last good checkpoint is left intact."""
 
@@ -176,6 +182,8 @@ def _loop(p: _LoopParts, state: dict, step: int, stop_after: int | None) -> dict
             p.writer.write(step, compile_time_s=compile_s, batch_rows=shape[0], batch_length=shape[1])
             throughput.exclude(compile_s, float(metrics["target_tokens"]))
         pending.append((step, metrics))
+        if len(pending) > STEPS_AHEAD:  # wait for step - STEPS_AHEAD: the host stays at most STEPS_AHEAD ahead
+            jax.block_until_ready(pending[-1 - STEPS_AHEAD][1])
         preempted = p.watch.reached(step)
         log_now = step % t.log_every_steps == 0 or step == end or preempted
         save_now = p.checkpointer.due(step) or step == end or preempted
