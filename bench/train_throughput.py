@@ -2,6 +2,7 @@
 
     python bench/train_throughput.py --shapes=tiny,small,base [--peak-gflops=X] [--dtype=float32]
     python bench/train_throughput.py --workdir=runs/m30k_search/tiny   # a real run's step, isolated, vs its log
+    python bench/train_throughput.py --shapes=tiny --profile           # + time per XLA op (bench/step_profile.py)
 
 One training step = forward + backward + Adam on a batch of 64 × 32 source and 32 target tokens (every token
 real, dropout 0.1, label smoothing 0.1), exactly the peers' setting (../shared/bench/peers/PEERS.md).
@@ -24,6 +25,7 @@ import ml_collections
 import numpy as np
 
 from bench.common import matmul_peak_gflops, shape_config, summary, timed
+from bench.step_profile import profile_steps
 from transformer_jax import sharding
 from transformer_jax.model.size import flops_per_target_token
 from transformer_jax.run import folder
@@ -32,8 +34,9 @@ from transformer_jax.train.step import init_state, make_setup, make_train_step
 
 
 def bench_shape(name: str, batch: int, length: int, dtype: str, budget_s: float, peak: float,
-                config: ml_collections.ConfigDict | None = None) -> dict:
-    """One shape: a peer shape by ``name``, or ``config``'s model (a run's) labelled ``name``."""
+                config: ml_collections.ConfigDict | None = None, profile: bool = False) -> dict:
+    """One shape: a peer shape by ``name``, or ``config``'s model (a run's) labelled ``name``; ``profile`` adds
+    the step's time per XLA op (bench/step_profile.py)."""
     config = config or shape_config(name, dtype)
     mesh = sharding.make_mesh(config.train.mesh)
     setup = make_setup(config, mesh)
@@ -52,15 +55,16 @@ def bench_shape(name: str, batch: int, length: int, dtype: str, budget_s: float,
             jax.block_until_ready(metrics)
 
         times = timed(run, budget_s=budget_s)
+        ops = {"profile": profile_steps(run)} if profile else {}
     s = summary(times)
     tokens = batch * length
     flops = flops_per_target_token(config.model, length) * tokens
     return {"shape": name, "dtype": dtype, "batch": batch, "src_len": length, "tgt_len": length,
             "tokens_per_s": tokens / s["median_s"], "step_s": s["median_s"], "gflop_per_step": flops / 1e9,
-            "mfu": flops / s["median_s"] / (peak * 1e9), "peak_gflops": peak, **s}
+            "mfu": flops / s["median_s"] / (peak * 1e9), "peak_gflops": peak, **s, **ops}
 
 
-def bench_run(workdir: str, budget_s: float, peak: float) -> dict:
+def bench_run(workdir: str, budget_s: float, peak: float, profile: bool = False) -> dict:
     """A run's training step in isolation vs the run: per compiled shape (rows × length) the step time with every
     token real, and the run's logged real target tokens/s (per log interval; data, host syncs, checkpoints and
     the packing's padding included, compilations and evaluations excluded as the trainer logs it). ``expected_tokens_per_s`` = isolated tokens/s at the run's mean fill rate, over
@@ -70,7 +74,7 @@ def bench_run(workdir: str, budget_s: float, peak: float) -> dict:
     shapes = sorted({(int(r["batch_rows"]), int(r["batch_length"])) for r in records if "batch_rows" in r})
     logged = [r["tokens_per_s"] for r in records if r.get("tokens_per_s") is not None]
     fills = [r["fill_rate"] for r in records if "fill_rate" in r]
-    results = [bench_shape(workdir, rows, length, config.model.dtype, budget_s, peak, config)
+    results = [bench_shape(workdir, rows, length, config.model.dtype, budget_s, peak, config, profile)
                for rows, length in shapes]
     for r in results:
         print(json.dumps(r), flush=True)
@@ -93,15 +97,17 @@ def main() -> None:
     ap.add_argument("--peak-gflops", type=float, default=None, help="report MFU against this peak instead")
     ap.add_argument("--workdir", default=None, help="bench a run instead: its model (config.json) on every batch "
                     "shape its training compiled (metrics.jsonl), beside the real tokens/s it logged")
+    ap.add_argument("--profile", action="store_true", help="also trace a few steps of each shape and print the "
+                    "time per XLA op: the matmul share and the largest ops outside the matmuls")
     args = ap.parse_args()
     peak = args.peak_gflops or matmul_peak_gflops()
     print(json.dumps({"matmul_peak_gflops": peak, "measured": args.peak_gflops is None}), flush=True)
     if args.workdir:
-        print(json.dumps(bench_run(args.workdir, args.budget_s, peak)))
+        print(json.dumps(bench_run(args.workdir, args.budget_s, peak, args.profile)))
         return
     results = []
     for name in args.shapes.split(","):
-        r = bench_shape(name, args.batch, args.length, args.dtype, args.budget_s, peak)
+        r = bench_shape(name, args.batch, args.length, args.dtype, args.budget_s, peak, profile=args.profile)
         results.append(r)
         print(json.dumps(r), flush=True)
     last = results[-1]

@@ -58,3 +58,34 @@ def test_complexity_bench_records_slopes_and_plot(tmp_path):
         expected = np.polyfit(np.log([p["n"] for p in mine]), np.log([p["median_s"] for p in mine]), 1)[0]
         assert last["summary"][str(window)]["slope_n_ge_d"] == pytest.approx(expected)
     assert figure.stat().st_size > 10_000
+
+
+def test_step_profile_splits_op_time_into_matmuls_and_the_rest():
+    """bench/step_profile.py (train_throughput --profile): per-step op times from the profiler's trace, in ms, with
+    the dots counted as matmuls and the elementwise work outside them."""
+    import time
+
+    import jax
+    import jax.numpy as jnp
+
+    sys.path.insert(0, str(REPO))
+    from bench.step_profile import profile_steps
+
+    x = jnp.ones((768, 768), jnp.float32)
+    matmuls = jax.jit(lambda a: (a @ a) @ a)
+    elementwise = jax.jit(lambda a: jnp.sin(jnp.exp(a * 1e-3)) + jnp.cos(a))
+
+    def run(f):
+        def step():
+            f(x).block_until_ready()
+        step()
+        tic = time.perf_counter()
+        result = profile_steps(step, steps=4)
+        return result, (time.perf_counter() - tic) / 4 * 1000
+
+    mm, mm_wall = run(matmuls)
+    assert mm["matmul_share"] > 0.8, mm
+    assert 0 < mm["wall_ms_per_step"] <= mm_wall  # per step, in ms: not the 4 steps' total, not µs
+    assert mm["op_ms_per_step"] > 0.3 * mm["wall_ms_per_step"]
+    ew, _ = run(elementwise)
+    assert ew["matmul_share"] == 0.0 and ew["top_outside_matmuls_ms"], ew
