@@ -8,6 +8,8 @@ import pytest
 
 from transformer_jax.data.ptb import PtbSource, SyntheticParseSource, TreesSource, ptb_split_trees, split_files
 from transformer_jax.data.sources import DataError
+from transformer_jax.data.synthetic import generate_parse_splits
+from transformer_jax.parsing.trees import normalize
 
 # Each .mrg file holds these trees, with the section and file numbers as the CD words so that the test can tell
 # which file every pair came from.
@@ -179,3 +181,6 @@ def test_synthetic_parse_source_linearises_the_grammars_trees():
     for (words, target), tree in zip(pairs, gold):
         assert words == " ".join(tree.leaves()) and target.startswith("(S ") and target.endswith(" )S")
         assert target.split().count("XX") == len(words.split())
+    # the grammar's own trees, used as built (no bracketed text in between), and already in normal form
+    generated = generate_parse_splits(seed=0, train_size=30, dev_size=5, test_size=5)["dev"]
+    assert gold == [tree for _, tree in generated] and all(normalize(tree) == tree for tree in gold)

@@ -9,6 +9,7 @@ import pytest
 
 from transformer_jax.data import synthetic as syn
 from transformer_jax.data.synthetic import ADVERBS, VERBS, Clause, noun_phrase, prepositional_phrase, render
+from transformer_jax.parsing.trees import Tree
 
 SUBORDINATORS = {"weil", "dass", "wenn", "obwohl"}
 FINITE = syn.german_finite_forms()
@@ -33,6 +34,16 @@ def splits() -> dict[str, list[tuple[str, str]]]:
 
 def words(sentence: str) -> list[str]:
     return re.findall(r"[\wäöüÄÖÜß-]+", sentence)
+
+
+def text(phrase: tuple[Tree, str]) -> tuple[str, str]:
+    """An (English tree, German) phrase as its (English, German) text: the English words are the tree's leaves."""
+    en, de = phrase
+    return " ".join(en.leaves()), de
+
+
+def pronoun(en: str, de: str) -> tuple[Tree, str]:
+    return Tree("NP", (Tree("PRP", (en,)),)), de
 
 
 def segments(german: str) -> list[list[str]]:
@@ -92,7 +103,7 @@ def test_numbers():
         "neunundneunzig"]
     assert [syn.english_number(n) for n in (1, 13, 21, 40, 99)] == ["one", "thirteen", "twenty-one", "forty",
                                                                      "ninety-nine"]
-    assert noun_phrase("dog", "dat", "num", count=21, adjectives=["small"]) == (
+    assert text(noun_phrase("dog", "dat", "num", count=21, adjectives=["small"])) == (
         "twenty-one small dogs", "einundzwanzig kleinen Hunden")
     with pytest.raises(ValueError):
         syn.german_number(100)
@@ -115,16 +126,16 @@ def test_numbers():
     (("mouse", "nom", "bare"), {"adjectives": ["dark"], "plural": True}, ("dark mice", "dunkle Mäuse")),
 ])
 def test_noun_phrase(args, kwargs, expected):
-    assert noun_phrase(*args, **kwargs) == expected
+    assert text(noun_phrase(*args, **kwargs)) == expected
 
 
 def test_prepositional_phrases():
-    assert prepositional_phrase("to", "school") == ("to the school", "zur Schule")
-    assert prepositional_phrase("to", "station") == ("to the station", "zum Bahnhof")
-    assert prepositional_phrase("in", "park", adjectives=["big"]) == ("in the big park", "im großen Park")
-    assert prepositional_phrase("with", "child", plural=True) == ("with the children", "mit den Kindern")
-    assert prepositional_phrase("for", "dog", "indef") == ("for a dog", "für einen Hund")
-    assert prepositional_phrase("through", "forest", "this") == ("through this forest", "durch diesen Wald")
+    assert text(prepositional_phrase("to", "school")) == ("to the school", "zur Schule")
+    assert text(prepositional_phrase("to", "station")) == ("to the station", "zum Bahnhof")
+    assert text(prepositional_phrase("in", "park", adjectives=["big"])) == ("in the big park", "im großen Park")
+    assert text(prepositional_phrase("with", "child", plural=True)) == ("with the children", "mit den Kindern")
+    assert text(prepositional_phrase("for", "dog", "indef")) == ("for a dog", "für einen Hund")
+    assert text(prepositional_phrase("through", "forest", "this")) == ("through this forest", "durch diesen Wald")
 
 
 def _clause(subj, person, verb, tense="pres", **kwargs):
@@ -132,7 +143,7 @@ def _clause(subj, person, verb, tense="pres", **kwargs):
 
 
 def test_word_order_exact():
-    man, woman = ("the man", "der Mann"), ("the woman", "die Frau")
+    man, woman = noun_phrase("man", "nom"), noun_phrase("woman", "nom")
     dog = noun_phrase("dog", "acc", adjectives=["small"])
     c = _clause(man, "3s", "sehen", "perf", objs=[dog], adv=ADVERBS["today"], front="adv",
                 pps=[prepositional_phrase("in", "park")])
@@ -140,32 +151,34 @@ def test_word_order_exact():
                          "Heute hat der Mann den kleinen Hund im Park gesehen.")
     c.adjuncts = [("because", "weil", _clause(woman, "3s", "lachen", "can", adv=ADVERBS["quietly"]))]
     assert render(c)[1] == "Heute hat der Mann den kleinen Hund im Park gesehen, weil die Frau leise lachen kann."
-    sub = _clause(("you", "du"), "2s", "helfen", "perf", objs=[noun_phrase("child", "dat")])
-    main = _clause(("I", "ich"), "1s", "lesen", "want", objs=[noun_phrase("book", "acc", "indef")])
+    sub = _clause(pronoun("you", "du"), "2s", "helfen", "perf", objs=[noun_phrase("child", "dat")])
+    main = _clause(pronoun("I", "ich"), "1s", "lesen", "want", objs=[noun_phrase("book", "acc", "indef")])
     assert render(main, ("because", "weil", sub)) == (
         "Because you have helped the child, I want to read a book.",
         "Weil du dem Kind geholfen hast, will ich ein Buch lesen.")
-    give = _clause(("we", "wir"), "1p", "geben", objs=[noun_phrase("teacher", "dat"), noun_phrase("ball", "acc")])
+    give = _clause(pronoun("we", "wir"), "1p", "geben",
+                   objs=[noun_phrase("teacher", "dat"), noun_phrase("ball", "acc")])
     assert render(give) == ("We give the teacher the ball.", "Wir geben dem Lehrer den Ball.")
-    go = _clause(("the boys", "die Jungen"), "3p", "gehen", "perf", pps=[prepositional_phrase("to", "station")],
-                 front="pp")
+    go = _clause(noun_phrase("boy", "nom", plural=True), "3p", "gehen", "perf",
+                 pps=[prepositional_phrase("to", "station")], front="pp")
     assert render(go) == ("To the station the boys have gone.", "Zum Bahnhof sind die Jungen gegangen.")
-    be = Clause(("she", "sie"), "3s", syn.BE, "perf", pred=("very tired", "sehr müde"), adv=ADVERBS["yesterday"])
+    tired = Tree("ADJP", (Tree("RB", ("very",)), Tree("JJ", ("tired",)))), "sehr müde"
+    be = Clause(pronoun("she", "sie"), "3s", syn.BE, "perf", pred=tired, adv=ADVERBS["yesterday"])
     assert render(be) == ("She has been very tired yesterday.", "Sie ist gestern sehr müde gewesen.")
 
 
 def test_nested_clauses_exact():
-    inner = _clause(("the dog", "der Hund"), "3s", "fangen", "perf", objs=[noun_phrase("cat", "acc", "indef")])
-    middle = _clause(("you", "du"), "2s", "sagen", "perf", comp=inner)
-    outer = _clause(("I", "ich"), "1s", "wissen", comp=middle)
+    inner = _clause(noun_phrase("dog", "nom"), "3s", "fangen", "perf", objs=[noun_phrase("cat", "acc", "indef")])
+    middle = _clause(pronoun("you", "du"), "2s", "sagen", "perf", comp=inner)
+    outer = _clause(pronoun("I", "ich"), "1s", "wissen", comp=middle)
     assert render(outer) == ("I know that you have said that the dog has caught a cat.",
                              "Ich weiß, dass du gesagt hast, dass der Hund eine Katze gefangen hat.")
 
 
 def test_word_order_matters():
     """Swapping subject and object keeps the English bag of words but changes the German words (case)."""
-    man_dog = render(_clause(("the man", "der Mann"), "3s", "sehen", objs=[noun_phrase("dog", "acc")]))
-    dog_man = render(_clause(("the dog", "der Hund"), "3s", "sehen", objs=[noun_phrase("man", "acc")]))
+    man_dog = render(_clause(noun_phrase("man", "nom"), "3s", "sehen", objs=[noun_phrase("dog", "acc")]))
+    dog_man = render(_clause(noun_phrase("dog", "nom"), "3s", "sehen", objs=[noun_phrase("man", "acc")]))
     assert sorted(man_dog[0].lower().rstrip(".").split()) == sorted(dog_man[0].lower().rstrip(".").split())
     assert sorted(man_dog[1].lower().split()) != sorted(dog_man[1].lower().split())
 

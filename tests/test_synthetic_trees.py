@@ -3,19 +3,21 @@
 import copy
 import hashlib
 import json
+import pickle
 import random
 import re
 
 import pytest
 
 from transformer_jax.data import synthetic as syn
-from transformer_jax.data.synthetic import Clause, Tree, english_tree, noun_phrase, prepositional_phrase, render
+from transformer_jax.data.synthetic import Clause, english_tree, noun_phrase, prepositional_phrase, render
+from transformer_jax.parsing.trees import Tree, TreeError, to_bracketed
 
 SIZES = {"train_size": 400, "dev_size": 50, "test_size": 50}
 
 
 @pytest.fixture(scope="module")
-def parse_splits() -> dict[str, list[tuple[str, str]]]:
+def parse_splits() -> dict[str, list[tuple[str, Tree]]]:
     return syn.generate_parse_splits(seed=0, **SIZES)
 
 
@@ -67,9 +69,10 @@ def detokenised(tokens: str) -> str:
 def test_trees_well_formed_leaves_and_labels(parse_splits):
     phrases, tags, n = set(), set(), 0
     for split in parse_splits.values():
-        for tokens, bracketed in split:
+        for tokens, parse in split:
+            bracketed = to_bracketed(parse)
             tree = read_tree(bracketed)
-            assert leaves(tree) == tokens.split(" "), (tokens, bracketed)
+            assert leaves(tree) == tokens.split(" ") == parse.leaves(), (tokens, bracketed)
             assert tree[0] == "S" and tree[1][-1] == (".", ["."]), bracketed
             assert re.fullmatch(r"[A-Z]\S*( \S+)* \.", tokens) and tokens.count(".") == 1, tokens
             labels(tree, phrases, tags)
@@ -83,7 +86,7 @@ def test_parse_splits_are_the_english_of_the_translation_splits(parse_splits):
     translation = syn.generate_splits(seed=0, **SIZES)
     for split, pairs in parse_splits.items():
         assert [detokenised(t) for t, _ in pairs] == [en for en, _ in translation[split]]
-        assert all(type(t) is str and type(b) is str for t, b in pairs)
+        assert all(type(t) is str and type(tree) is Tree for t, tree in pairs)
 
 
 def test_parse_splits_disjoint_and_deterministic(parse_splits):
@@ -137,14 +140,14 @@ def _clause(subj, person, verb, tense="pres", **kwargs) -> Clause:
 
 
 def pronoun(en: str, de: str) -> tuple[Tree, str]:
-    return Tree("NP", Tree("PRP", en)), de
+    return Tree("NP", (Tree("PRP", (en,)),)), de
 
 
 def check(clause: Clause, sentence: str, bracketed: str, fronted=None) -> None:
     tree = english_tree(clause, fronted)
-    assert render(clause, fronted)[0] == sentence == detokenised(tree)
-    assert tree.bracketed() == bracketed
-    assert leaves(read_tree(bracketed)) == tree.split(" ")
+    assert render(clause, fronted)[0] == sentence == detokenised(" ".join(tree.leaves()))
+    assert to_bracketed(tree) == bracketed
+    assert leaves(read_tree(bracketed)) == tree.leaves()
 
 
 def test_fronted_adverb_perfect_and_adjunct_clause():
@@ -183,7 +186,7 @@ def test_nested_that_clauses():
 
 
 def test_copula_ditransitive_fronted_pp():
-    tired = Tree("ADJP", Tree("RB", "very"), Tree("JJ", "tired")), "sehr müde"
+    tired = Tree("ADJP", (Tree("RB", ("very",)), Tree("JJ", ("tired",)))), "sehr müde"
     be = Clause(pronoun("she", "sie"), "3s", syn.BE, "perf", pred=tired, adv=syn.ADVERBS["yesterday"])
     check(be, "She has been very tired yesterday.",
           "(S (NP (PRP She)) (VP (VBZ has) (VP (VBN been) (ADJP (RB very) (JJ tired)) (NP (NN yesterday)))) (. .))")
@@ -210,7 +213,7 @@ def test_particle_verbs_and_adverbs():
     check(wave, "Often they may wave to many children.",
           "(S (ADVP (RB Often)) (NP (PRP they)) (VP (MD may) (VP (VB wave) (PP (TO to) (NP (JJ many) "
           "(NNS children))))) (. .))")
-    assert [syn._adverb_tree(a).bracketed() for a in ("in the morning", "at night", "last week", "this morning")] == [
+    assert [to_bracketed(syn._adverb_tree(a)) for a in ("in the morning", "at night", "last week", "this morning")] == [
         "(PP (IN in) (NP (DT the) (NN morning)))", "(PP (IN at) (NP (NN night)))", "(NP (JJ last) (NN week))",
         "(NP (DT this) (NN morning))"]
 
@@ -225,32 +228,36 @@ def test_particle_verbs_and_adverbs():
 ])
 def test_noun_phrase_trees(args, kwargs, expected):
     en, _ = noun_phrase(*args, **kwargs)
-    assert en.bracketed() == expected and en == " ".join(leaves(read_tree(expected)))
+    assert to_bracketed(en) == expected and en.leaves() == leaves(read_tree(expected))
 
 
 def test_generated_coordination_and_attachment():
     """Coordinated clauses, coordinated noun phrases and a PP inside a noun phrase, checked by hand."""
     splits = syn.generate_parse_splits(seed=0, train_size=1, dev_size=1, test_size=0)
-    assert splits["train"][0][1] == (
+    assert to_bracketed(splits["train"][0][1]) == (
         "(S (S (NP (CD Nine) (JJ rich) (NNS grandmothers)) (VP (VBP say) (SBAR (IN that) (S (NP (PRP you)) "
         "(VP (VBP show) (NP (CD sixty) (NNS gentlemen)) (NP (DT a) (NN story)) (NP (DT every) (NN day))))))) (, ,) "
         "(CC but) (S (NP (DT the) (JJ bad) (NN spoon)) (VP (VBZ is) (ADJP (JJ heavy)) (ADVP (RB later)))) (. .))")
-    assert splits["dev"][0][1] == (
+    assert to_bracketed(splits["dev"][0][1]) == (
         "(S (NP (NP (NNS Teachers)) (CC and) (NP (DT a) (JJ thin) (NN cat))) (VP (VBP carry) (NP (DT the) "
         "(NN chicken)) (PP (IN after) (NP (DT a) (NN lesson))) (NP (DT every) (NN day))) (. .))")
     rng = random.Random(0)
     pairs = [syn.generate_parse_pair(rng) for _ in range(95)]
-    assert pairs[94] == (
+    assert (pairs[94][0], to_bracketed(pairs[94][1])) == (
         "For this king the brother with the sad nurse kisses the pig in the city .",
         ("(S (PP (IN For) (NP (DT this) (NN king))) (NP (NP (DT the) (NN brother)) (PP (IN with) (NP (DT the) "
          "(JJ sad) (NN nurse)))) (VP (VBZ kisses) (NP (DT the) (NN pig)) (PP (IN in) (NP (DT the) (NN city)))) (. .))"))
 
 
-def test_tree_is_its_words():
+def test_english_words_are_the_tree_leaves():
+    """The grammar's phrases are the parsing task's one Tree type; the English text is the leaves."""
     en, _ = prepositional_phrase("with", "child", plural=True)
-    assert en == "with the children" and en.label == "PP" and isinstance(en, str)
-    for clone in (copy.deepcopy(en), copy.copy(en)):
-        assert clone == en and clone.bracketed() == en.bracketed()
-    plain = _clause(("the man", "der Mann"), "3s", "schlafen")  # plain strings: same text, words unbracketed
-    assert render(plain)[0] == "The man sleeps."
-    assert english_tree(plain).bracketed() == "(S The man (VP (VBZ sleeps)) (. .))"
+    assert type(en) is Tree and en.label == "PP" and " ".join(en.leaves()) == "with the children"
+    for clone in (copy.deepcopy(en), copy.copy(en), pickle.loads(pickle.dumps(en))):
+        assert clone == en and to_bracketed(clone) == to_bracketed(en)
+    man = _clause(noun_phrase("man", "nom"), "3s", "schlafen")
+    assert render(man)[0] == "The man sleeps."
+    assert to_bracketed(english_tree(man)) == "(S (NP (DT The) (NN man)) (VP (VBZ sleeps)) (. .))"
+    plain = _clause(("the man", "der Mann"), "3s", "schlafen")  # an unbracketed string is not a constituent
+    with pytest.raises(TreeError, match="mixes words and constituents"):
+        render(plain)

@@ -182,7 +182,11 @@ class TreesSource(TreebankSource):
 
 class SyntheticParseSource(TreebankSource):
     """The offline parsing demo: the synthetic grammar's English sentences and their trees
-    (:func:`transformer_jax.data.synthetic.generate_parse_splits`, ``config.data.synthetic`` its arguments)."""
+    (:func:`transformer_jax.data.synthetic.generate_parse_splits`, ``config.data.synthetic`` its arguments).
+
+    The grammar builds its trees as :class:`~transformer_jax.parsing.trees.Tree` objects already in normal form (no
+    empty elements or function tags), so they are used as generated and kept in memory after the first call.
+    """
 
     name = "synthetic_parse"
 
@@ -198,7 +202,7 @@ class SyntheticParseSource(TreebankSource):
             from transformer_jax.data import synthetic  # lazy: only this source needs it
 
             splits = synthetic.generate_parse_splits(**self._kwargs())
-            self._splits = {name: read_trees("\n".join(tree for _, tree in pairs)) for name, pairs in splits.items()}
+            self._splits = {name: [tree for _, tree in pairs] for name, pairs in splits.items()}
         yield from self._splits[split]
 
     def cache_key(self, split: str) -> str:

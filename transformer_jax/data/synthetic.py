@@ -29,13 +29,15 @@ English is deliberately kept unambiguous where German would differ: adverbs and 
 clause's material and precede its subordinate clauses, "you" is always singular "du", nouns with identical English
 singular and plural (sheep) are left out, and clause coordination happens only at the top level.
 
-Constituency trees (the parsing task, §6.3): the English half of every derivation is built as a `Tree`, a str that
-is the phrase's words (exactly the English text above) and also holds its label and children, so the one code path
-that renders an English sentence also yields its Penn Treebank tree (`english_tree(clause)`). `generate_parse_splits`
-(one pair: `generate_parse_pair`) returns (tokenised sentence, bracketed tree) pairs as in Vinyals et al. (2015):
+Constituency trees (the parsing task, §6.3): the English half of every derivation is built as a
+:class:`transformer_jax.parsing.trees.Tree`, the parsing task's tree, whose leaves are the English words (the
+sentence is the leaves joined by spaces, exactly the English text above), so the one code path that renders an
+English sentence also yields its Penn Treebank tree (`english_tree(clause)`). `generate_parse_splits` (one pair:
+`generate_parse_pair`) returns (tokenised sentence, tree) pairs as in Vinyals et al. (2015):
 "Today the man has seen the dog ." ↦
-"(S (NP (NN Today)) (NP (DT the) (NN man)) (VP (VBZ has) (VP (VBN seen) (NP (DT the) (NN dog)))) (. .))". The
-tokens are the English sentence with "," and "." split off; the tree's leaves are exactly these tokens.
+"(S (NP (NN Today)) (NP (DT the) (NN man)) (VP (VBZ has) (VP (VBN seen) (NP (DT the) (NN dog)))) (. .))" (the tree
+as `to_bracketed` writes it). The tokens are the English sentence with "," and "." split off; the tree's leaves are
+exactly these tokens.
 Trees follow the PTB bracketing guidelines (Bies et al., 1995) with function tags and empty elements removed, as
 parsers are trained and scored: auxiliaries and modals head nested VPs, (VP (MD can) (VP (VB see) ...)), and
 "want to" takes an S without subject, (VP (VBZ wants) (S (VP (TO to) (VP (VB see) ...)))); objects, predicative
@@ -56,7 +58,9 @@ import dataclasses
 import functools
 import random
 from collections.abc import Callable, Sequence
-from typing import Self
+from typing import TypeVar
+
+from transformer_jax.parsing.trees import Tree
 
 PERSONS = ("1s", "2s", "3s", "1p", "3p")
 CASES = ("nom", "acc", "dat")
@@ -380,38 +384,11 @@ def german_finite_forms(person: str | None = None) -> frozenset[str]:
 
 
 # ---------------------------------------------------------------------------------------------------------- trees
-class Tree(str):
-    """A constituent that *is* its English words: the str is the words joined by spaces (the very text the
-    translation side has always used), and `label`/`children` give its Penn Treebank structure.
-
-    Children are Trees or plain strings (a preterminal's word, or a hand-written part such as "the man", which stays
-    unbracketed). Being a str, a Tree compares equal to its words: `noun_phrase(...)[0] == "the small dog"`.
-    """
-
-    label: str
-    children: tuple[Tree | str, ...]
-
-    def __new__(cls, label: str, *children: Tree | str) -> Self:
-        self = super().__new__(cls, " ".join(children))
-        self.label, self.children = label, children
-        return self
-
-    def __getnewargs__(self) -> tuple[str, ...]:  # pickle and copy rebuild from the label and children
-        return (self.label, *self.children)
-
-    def __repr__(self) -> str:
-        return f"Tree({self.bracketed()!r})"
-
-    def bracketed(self) -> str:
-        """The PTB bracketing: "(S (NP (PRP I)) (VP (VBP sleep)) (. .))"."""
-        inner = " ".join(c.bracketed() if isinstance(c, Tree) else c for c in self.children)
-        return f"({self.label} {inner})"
-
-
+# The English side is built as transformer_jax.parsing.trees.Tree: a phrase's words are its leaves (`tree.leaves()`).
 @functools.cache
 def _word(tag: str, word: str) -> Tree:
-    """A preterminal, (NN dog); shared, as trees are never changed."""
-    return Tree(tag, word)
+    """A preterminal, (NN dog); shared, as trees are immutable."""
+    return Tree(tag, (word,))
 
 
 PHRASE_LABELS = frozenset({"S", "SBAR", "NP", "VP", "PP", "ADJP", "ADVP", "WHADVP"})
@@ -422,12 +399,12 @@ _NOUN_ADVERBS = ("today", "yesterday", "tomorrow")  # PTB: (NP-TMP (NN today)), 
 _ADVERB_TAGS = {"the": "DT", "every": "DT", "this": "DT", "last": "JJ", "next": "JJ"}
 
 
-def _en_pp(prep: str, obj: Tree | str) -> Tree:
+def _en_pp(prep: str, obj: Tree) -> Tree:
     """(PP (IN in) NP); "to" is TO, "out of" nests: (PP (IN out) (PP (IN of) NP))."""
     *outer, head = prep.split()
-    tree = Tree("PP", _word("TO" if head == "to" else "IN", head), obj)
+    tree = Tree("PP", (_word("TO" if head == "to" else "IN", head), obj))
     for word in reversed(outer):
-        tree = Tree("PP", _word("IN", word), tree)
+        tree = Tree("PP", (_word("IN", word), tree))
     return tree
 
 
@@ -436,22 +413,22 @@ def _adverb_tree(en: str) -> Tree:
     """ADVP (RB often), NP (NN today | DT every NN day | JJ last NN week) or PP (IN on (NP (NNP Monday)))."""
     words = en.split()
     if words[0] in ("in", "at", "on"):
-        return _en_pp(words[0], Tree("NP", *(_word(_ADVERB_TAGS.get(w, "NNP" if w[0].isupper() else "NN"), w)
-                                             for w in words[1:])))
+        return _en_pp(words[0], Tree("NP", tuple(_word(_ADVERB_TAGS.get(w, "NNP" if w[0].isupper() else "NN"), w)
+                                                 for w in words[1:])))
     if len(words) == 1 and en not in _NOUN_ADVERBS:
-        return Tree("ADVP", _word("RB", en))
-    return Tree("NP", *(_word(_ADVERB_TAGS.get(w, "NN"), w) for w in words))
+        return Tree("ADVP", (_word("RB", en),))
+    return Tree("NP", tuple(_word(_ADVERB_TAGS.get(w, "NN"), w) for w in words))
 
 
 def _capitalised(t: Tree | str) -> Tree | str:
     if isinstance(t, Tree):
-        return Tree(t.label, _capitalised(t.children[0]), *t.children[1:])
+        return Tree(t.label, (_capitalised(t.children[0]), *t.children[1:]))
     return t[0].upper() + t[1:]
 
 
 def _root(s: Tree) -> Tree:
     """The tree of a whole sentence: first word capitalised, final (. .) a child of the root S."""
-    return _capitalised(Tree(s.label, *s.children, _word(".", ".")))
+    return _capitalised(Tree(s.label, (*s.children, _word(".", "."))))
 
 
 # -------------------------------------------------------------------------------------------------- noun phrases
@@ -497,18 +474,18 @@ def _np(noun: Noun, case: str, det: str, plural: bool, adjs: Sequence[Adjective]
         raise ValueError(f"determiner {det!r} with plural={plural}")
     en_words = [_word("JJ", a.en) for a in adjs] + [_word("NNS", noun.en_pl) if plural else _word("NN", noun.en_sg)]
     if very and adjs:  # "very" modifies the first adjective: (ADJP (RB very) (JJ small))
-        en_words[0] = Tree("ADJP", _word("RB", "very"), en_words[0])
-    if en_det == "a" and en_words[0][0] in "aeiou":
+        en_words[0] = Tree("ADJP", (_word("RB", "very"), en_words[0]))
+    if en_det == "a" and en_words[0].leaves()[0][0] in "aeiou":
         en_det = "an"
     de_words = (["sehr"] if very and adjs else []) + [a.stem + endings for a in adjs] + [noun.de(case, plural)]
     det_tag = {"num": "CD", "many": "JJ"}.get(det, "PRP$" if det in _POSSESSIVES else "DT")
-    return Tree("NP", *([_word(det_tag, en_det)] if en_det else []), *en_words), " ".join(
+    return Tree("NP", (*([_word(det_tag, en_det)] if en_det else []), *en_words)), " ".join(
         ([de_det] if de_det else []) + de_words)
 
 
 def noun_phrase(noun: str, case: str, det: str = "def", *, plural: bool = False, adjectives: Sequence[str] = (),
                 count: int = 0, very: bool = False) -> tuple[Tree, str]:
-    """An (English, German) noun phrase; gender comes from the noun, case and number are explicit.
+    """An (English tree, German) noun phrase; gender comes from the noun, case and number are explicit.
 
     Args:
       noun: English singular of a lexicon noun ("dog").
@@ -520,14 +497,15 @@ def noun_phrase(noun: str, case: str, det: str = "def", *, plural: bool = False,
       count: the number 2..99 for det="num".
       very: put "very"/"sehr" before the adjectives.
 
-    Example: noun_phrase("dog", "dat", adjectives=["small"]) == ("the small dog", "dem kleinen Hund").
+    Example: noun_phrase("dog", "dat", adjectives=["small"]) is ((NP (DT the) (JJ small) (NN dog)), "dem kleinen
+    Hund"); the English words are the tree's leaves, "the small dog".
     """
     adjs = [_ADJ_BY_EN[a] for a in adjectives]
     return _np(_NOUN_BY_EN[noun], case, det, plural or det in ("num", "some", "many", "bare"), adjs, count, very)
 
 
 def prepositional_phrase(prep: str, noun: str, det: str = "def", **kwargs) -> tuple[Tree, str]:
-    """An (English, German) prepositional phrase; the case is the preposition's, "zu dem" contracts to "zum"."""
+    """An (English tree, German) prepositional phrase; the case is the preposition's, "zu dem" contracts to "zum"."""
     p = PREPOSITIONS[prep]
     en, de = noun_phrase(noun, p.case, det, **kwargs)
     return _pp(p, en, de, det)
@@ -543,23 +521,23 @@ def _pp(p: Preposition, en: Tree, de: str, det: str) -> tuple[Tree, str]:
 # --------------------------------------------------------------------------------------------------------- clauses
 @dataclasses.dataclass
 class Clause:
-    """One clause, its parts already rendered as (English, German) strings; word order is decided when rendering.
+    """One clause, its parts already rendered as (English, German) pairs; word order is decided when rendering.
 
     tense: "pres", "perf", or a modal ("can", "must", "may", "want"). objs: (English, German) in order (dative before
     accusative). front (main clauses only): "adv" or "pp" (the first PP) opens the clause instead of the subject.
     comp: the "that"/"dass" complement of a verb of saying; adjuncts: (English, German, clause) trailing clauses.
-    The English halves are `Tree`s (from noun_phrase, prepositional_phrase), so the clause has a PTB tree too; plain
-    strings render the same text but stay unbracketed words in the tree.
+    The English halves of subj, objs, pred and pps are `Tree`s (from noun_phrase, prepositional_phrase, or written
+    by hand: (NP (PRP I))), so the clause has a PTB tree too; their leaves are the English words.
     """
 
-    subj: tuple[str, str]
+    subj: tuple[Tree, str]
     person: str
     verb: Verb
     tense: str = "pres"
-    objs: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-    pred: tuple[str, str] | None = None
+    objs: list[tuple[Tree, str]] = dataclasses.field(default_factory=list)
+    pred: tuple[Tree, str] | None = None
     adv: Adverb | None = None
-    pps: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    pps: list[tuple[Tree, str]] = dataclasses.field(default_factory=list)
     front: str | None = None
     comp: Clause | None = None
     adjuncts: list[tuple[str, str, Clause]] = dataclasses.field(default_factory=list)
@@ -584,22 +562,24 @@ def _en_clause(c: Clause) -> Tree:
     objs = [o[0] for o in c.objs]
     if particle:
         objs[0] = _en_pp(particle, objs[0])
-    vp = Tree("VP", _word(tag, head), *objs, *([c.pred[0]] if c.pred else []), *(pp[0] for pp in pps),
-              *([_adverb_tree(c.adv.en)] if c.adv and c.front != "adv" else []),
-              *([Tree("SBAR", _word("IN", "that"), _en_clause(c.comp))] if c.comp else []),
-              *(_sbar(en, sub) for en, _, sub in c.adjuncts))
+    vp = Tree("VP", (_word(tag, head), *objs, *([c.pred[0]] if c.pred else []), *(pp[0] for pp in pps),
+                     *([_adverb_tree(c.adv.en)] if c.adv and c.front != "adv" else []),
+                     *([Tree("SBAR", (_word("IN", "that"), _en_clause(c.comp)))] if c.comp else []),
+                     *(_sbar(en, sub) for en, _, sub in c.adjuncts)))
     if t == "perf":
-        vp = Tree("VP", _word(finite, "has" if p == "3s" else "have"), vp)
+        vp = Tree("VP", (_word(finite, "has" if p == "3s" else "have"), vp))
     elif t == "want":  # (VP (VBZ wants) (S (VP (TO to) (VP (VB see) ...)))), the empty subject dropped
-        vp = Tree("VP", _word(finite, "wants" if p == "3s" else "want"), Tree("S", Tree("VP", _word("TO", "to"), vp)))
+        to_vp = Tree("S", (Tree("VP", (_word("TO", "to"), vp)),))
+        vp = Tree("VP", (_word(finite, "wants" if p == "3s" else "want"), to_vp))
     elif t != "pres":
-        vp = Tree("VP", _word("MD", _MODALS[t][0]), vp)
-    return Tree("S", *front, c.subj[0], vp)
+        vp = Tree("VP", (_word("MD", _MODALS[t][0]), vp))
+    return Tree("S", (*front, c.subj[0], vp))
 
 
 def _sbar(conj: str, sub: Clause) -> Tree:
     """(SBAR (IN because) (S ...)); "when" is a wh-adverb: (SBAR (WHADVP (WRB when)) (S ...))."""
-    return Tree("SBAR", Tree("WHADVP", _word("WRB", conj)) if conj == "when" else _word("IN", conj), _en_clause(sub))
+    head = Tree("WHADVP", (_word("WRB", conj),)) if conj == "when" else _word("IN", conj)
+    return Tree("SBAR", (head, _en_clause(sub)))
 
 
 def _de_verbs(c: Clause) -> tuple[str, list[str]]:
@@ -658,14 +638,14 @@ def _render(clause: Clause, fronted: tuple[str, str, Clause] | None = None) -> t
     if fronted is None:
         return _en_clause(clause), _de_main(clause)
     en_conj, de_conj, sub = fronted
-    en = Tree("S", _sbar(en_conj, sub), _COMMA, *_en_clause(clause).children)
+    en = Tree("S", (_sbar(en_conj, sub), _COMMA, *_en_clause(clause).children))
     return en, _de_main(clause, [de_conj, *_de_sub(sub), ","])
 
 
 def render(clause: Clause, fronted: tuple[str, str, Clause] | None = None) -> tuple[str, str]:
     """A main clause as an (English, German) sentence, optionally opened by a (conj_en, conj_de, clause)."""
     en, de = _render(clause, fronted)
-    return _sentence(en.split()), _sentence(de)
+    return _sentence(en.leaves()), _sentence(de)
 
 
 def english_tree(clause: Clause, fronted: tuple[str, str, Clause] | None = None) -> Tree:
@@ -735,11 +715,11 @@ def _random_np(rng: random.Random, tags: str, case: str, coord: float = 0.0, att
     en, de = _np(noun, case, det, plural, adjs, count, bool(adjs) and rng.random() < 0.15)
     if attach and rng.random() < attach:  # "the man with the hat": a PP inside the noun phrase
         pen, pde = _random_pp(rng, PREPOSITIONS[rng.choice(("with", "without"))])
-        en, de = Tree("NP", en, pen), f"{de} {pde}"
+        en, de = Tree("NP", (en, pen)), f"{de} {pde}"
     person = "3p" if plural else "3s"
     if coord and rng.random() < coord:
         en2, de2, _, _ = _random_np(rng, tags, case)
-        en, de, person = Tree("NP", en, _word("CC", "and"), en2), f"{de} und {de2}", "3p"
+        en, de, person = Tree("NP", (en, _word("CC", "and"), en2)), f"{de} und {de2}", "3p"
     return en, de, person, noun.tags[0]
 
 
@@ -760,7 +740,7 @@ def _random_clause(rng: random.Random, depth: int, front_ok: bool) -> Clause:
     tense = _pick(rng, _TENSES, _TENSE_CUM)
     if rng.random() < 0.3:
         en, de, person = rng.choice(_PRONOUNS)
-        en, cls = Tree("NP", _word("PRP", en)), "p"
+        en, cls = Tree("NP", (_word("PRP", en),)), "p"
     else:
         en, de, person, cls = _random_np(rng, verb.subject, "nom", 0.0 if frame == "c" else 0.08, 0.06)
     if cls not in "pa" and tense in ("may", "want"):  # things neither want nor are allowed: "the house can be old"
@@ -775,7 +755,7 @@ def _random_clause(rng: random.Random, depth: int, front_ok: bool) -> Clause:
     elif frame == "c":
         adj = rng.choice(_adjectives_for(cls))
         very = rng.random() < 0.15
-        c.pred = (Tree("ADJP", *([_word("RB", "very")] if very else []), _word("JJ", adj.en)),
+        c.pred = (Tree("ADJP", (*([_word("RB", "very")] if very else []), _word("JJ", adj.en))),
                   ("sehr " if very else "") + adj.de)
     r = rng.random()
     if r < 0.28:
@@ -805,7 +785,7 @@ def _derive(rng: random.Random) -> tuple[Tree, list[str]]:
     if r < 0.15:  # two main clauses, coordinated
         en_conj, de_conj = rng.choice(_COORDINATORS)
         c1, c2 = _random_clause(rng, 1, True), _random_clause(rng, 1, True)
-        return (Tree("S", _en_clause(c1), _COMMA, _word("CC", en_conj), _en_clause(c2)),
+        return (Tree("S", (_en_clause(c1), _COMMA, _word("CC", en_conj), _en_clause(c2))),
                 [*_de_main(c1), ",", de_conj, *_de_main(c2)])
     if r < 0.27:  # a fronted subordinate clause takes the first position: "Weil ..., sieht der Mann ..."
         en_conj, de_conj = rng.choice(_SUBORDINATORS)
@@ -818,7 +798,7 @@ def _generate(rng: random.Random) -> tuple[str, str, Tree]:
     """(English, German, English S tree) of 3..60 whitespace tokens per sentence."""
     while True:
         tree, de_tokens = _derive(rng)
-        en, de = _sentence(tree.split()), _sentence(de_tokens)
+        en, de = _sentence(tree.leaves()), _sentence(de_tokens)
         n_en, n_de = en.count(" ") + 1, de.count(" ") + 1
         if MIN_WORDS <= min(n_en, n_de) and max(n_en, n_de) <= MAX_WORDS:
             return en, de, tree
@@ -829,10 +809,11 @@ def generate_pair(rng: random.Random) -> tuple[str, str]:
     return _generate(rng)[:2]
 
 
-def generate_parse_pair(rng: random.Random) -> tuple[str, str]:
-    """One (tokenised English sentence, PTB tree) pair: the English side of `generate_pair(rng)` with its tree."""
+def generate_parse_pair(rng: random.Random) -> tuple[str, Tree]:
+    """One (tokenised English sentence, PTB tree) pair: the English side of `generate_pair(rng)` with its tree; the
+    sentence is the tree's leaves joined by spaces."""
     tree = _root(_generate(rng)[2])
-    return str(tree), tree.bracketed()
+    return " ".join(tree.leaves()), tree
 
 
 @dataclasses.dataclass(frozen=True)
@@ -845,9 +826,12 @@ class SyntheticConfig:
     test_size: int = 1_000
 
 
+_T = TypeVar("_T")  # the second half of a drawn pair: German sentence or English tree
+
+
 def _draw(rng: random.Random, n: int, exclude: set[str], unique: bool,
-          draw: Callable[[random.Random], tuple[str, str]]) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
+          draw: Callable[[random.Random], tuple[str, _T]]) -> list[tuple[str, _T]]:
+    out: list[tuple[str, _T]] = []
     while len(out) < n:
         pair = draw(rng)
         if pair[0] not in exclude:
@@ -857,8 +841,8 @@ def _draw(rng: random.Random, n: int, exclude: set[str], unique: bool,
     return out
 
 
-def _splits(seed: int, sizes: dict[str, int], draw: Callable[[random.Random], tuple[str, str]]
-            ) -> dict[str, list[tuple[str, str]]]:
+def _splits(seed: int, sizes: dict[str, int], draw: Callable[[random.Random], tuple[str, _T]]
+            ) -> dict[str, list[tuple[str, _T]]]:
     held_out: set[str] = set()
     out = {split: _draw(random.Random(f"synthetic/{seed}/{split}"), sizes[split], held_out, split != "train", draw)
            for split in ("test", "dev", "train")}
@@ -877,7 +861,7 @@ def generate_splits(seed: int = 0, train_size: int = 100_000, dev_size: int = 1_
 
 
 def generate_parse_splits(seed: int = 0, train_size: int = 40_000, dev_size: int = 1_000, test_size: int = 1_000
-                          ) -> dict[str, list[tuple[str, str]]]:
+                          ) -> dict[str, list[tuple[str, Tree]]]:
     """Deterministic train/dev/test splits of (tokenised English sentence, PTB tree) pairs for parsing (§6.3).
 
     Same random streams and split discipline as `generate_splits`: with the same sizes, each split is the English
