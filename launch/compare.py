@@ -3,6 +3,10 @@
     transformer-jax compare runs/table3/* [--experiment=table3]  # markdown to stdout; table.md, table.csv, bleu.png,
                                                                  # provenance.json
     transformer-jax compare runs/table3/* --out=results/   # ... written to results/ instead of runs/table3/compare
+    transformer-jax compare results/runs/*                  # the same table again, from the copied run records
+
+Each run's record (config.json, metrics.jsonl, provenance.jsonl, eval_*.json: run/folder.py ``record_files``) is
+copied to <out>/runs/<run>/, so a committed results folder can be tabulated again once the run folders are gone.
 
 provenance.json holds, per run, every start's commit, machine and command (from <workdir>/provenance.jsonl),
 its steps and training wall time, and the commit, machine and command of the compare itself.
@@ -13,6 +17,7 @@ The table logic is transformer_jax/evaluate/report.py.
 
 import json
 import os
+import shutil
 import sys
 
 from absl import flags
@@ -20,10 +25,10 @@ from absl import flags
 from transformer_jax.evaluate import report
 from transformer_jax.experiments import get_experiment
 from transformer_jax.launch.flags import EXPERIMENT
-from transformer_jax.run import provenance
+from transformer_jax.run import folder, provenance
 
-OUT = flags.DEFINE_string("out", None, "Folder for table.md, table.csv, bleu.png and provenance.json (default: "
-                                       "<the runs' common parent folder>/compare).")
+OUT = flags.DEFINE_string("out", None, "Folder for table.md, table.csv, bleu.png, provenance.json and runs/<run>/ "
+                                       "(each run's record files) (default: <the runs' common parent folder>/compare).")
 POSITIONAL = "RUN_FOLDER..."
 flags.declare_key_flag("experiment")
 
@@ -61,7 +66,24 @@ def main(argv: list[str]) -> None:
     report.plot(rows, os.path.join(out, "bleu.png"))
     with open(os.path.join(out, "provenance.json"), "w") as f:
         json.dump(provenance_of(runs), f, indent=1)
-    print(f"Wrote table.md, table.csv, bleu.png and provenance.json to {out}", file=sys.stderr)
+    copy_records(runs, os.path.join(out, "runs"))
+    print(f"Wrote table.md, table.csv, bleu.png, provenance.json and runs/ to {out}", file=sys.stderr)
+
+
+def copy_records(runs: list[dict], records: str) -> None:
+    """Copies each run's record files to ``records/<run name>/`` (a run already there, e.g. when comparing
+    ``records/*`` themselves, is left as it is)."""
+    names = [run["name"] for run in runs]
+    if len(set(names)) < len(names):
+        sys.exit(f"transformer-jax compare: two runs share a folder name ({', '.join(sorted(names))}); their records "
+                 "would overwrite each other in runs/.")
+    for run in runs:
+        dest = os.path.join(records, run["name"])
+        if os.path.abspath(dest) == os.path.abspath(run["workdir"]):
+            continue
+        os.makedirs(dest, exist_ok=True)
+        for file in folder.record_files(run["workdir"]):
+            shutil.copyfile(file, os.path.join(dest, os.path.basename(file)))
 
 
 def provenance_of(runs: list[dict]) -> dict:

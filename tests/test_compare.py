@@ -190,3 +190,26 @@ def test_a_finished_run_scored_on_dev_only_is_not_in_progress(tmp_path):
     collected = report.collect_run(str(run))
     assert collected["finished"] and collected["test_bleu"] is None
     assert "\\*" not in report.to_markdown(report.build_rows([collected]))
+
+
+def test_copied_run_records_give_the_same_table(tmp_path):
+    """compare --out copies each run's record (config, metrics, provenance, eval files; no checkpoints) to
+    <out>/runs/<run>/; comparing those copies alone reproduces the table, so committed results outlive the runs."""
+    folders = [os.path.join(FIXTURES, name) for name in RUNS]
+    out, again = tmp_path / "out", tmp_path / "again"
+
+    def compare(args):
+        proc = subprocess.run(command() + ["compare", *args], check=False, cwd=REPO, capture_output=True, text=True,
+                              timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    table = compare([*folders, f"--out={out}"])
+    assert sorted(os.listdir(out / "runs")) == sorted(RUNS)
+    for name in RUNS:
+        assert sorted(os.listdir(out / "runs" / name)) == sorted(os.path.basename(f) for f in folder.record_files(
+            os.path.join(FIXTURES, name)))
+    assert "metrics.jsonl" in os.listdir(out / "runs" / "base") and "eval_test.json" in os.listdir(out / "runs" / "base")
+    copies = [str(out / "runs" / name) for name in RUNS]
+    assert compare([*copies, f"--out={again}"]) == table
+    assert compare([*copies, f"--out={out}"]) == table  # comparing the records into their own folder keeps them

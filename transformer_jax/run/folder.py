@@ -32,6 +32,15 @@ FROZEN_SECTIONS = ("model",)
 COMPUTE_ONLY_FIELDS = {"model": ("dtype", "attention_implementation")}
 
 
+def record_files(workdir: str) -> list[str]:
+    """A run's record: the small files a results table is built from (config.json, metrics.jsonl,
+    provenance.jsonl, every eval_*.json), without checkpoints, vocabulary or translations. A folder holding only
+    these is a run for ``compare``, so results committed this way can be tabulated again after the run is gone."""
+    names = [CONFIG_FILE, METRICS_FILE, PROVENANCE_FILE]
+    names += sorted(n for n in os.listdir(workdir) if n.startswith("eval_") and n.endswith(".json"))
+    return [os.path.join(workdir, n) for n in names if os.path.isfile(os.path.join(workdir, n))]
+
+
 def path(workdir: str, name: str) -> str:
     """``<workdir>/<name>`` for one of the names above."""
     return os.path.join(workdir, name)
