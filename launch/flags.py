@@ -25,11 +25,19 @@ CHECKPOINT = flags.DEFINE_string(
     "checkpoint", "latest", "Which checkpoint to restore: latest, a step number, or avgN (average of the last N).")
 EXPERIMENT = flags.DEFINE_enum("experiment", "table3", EXPERIMENTS,
                                "Named sweep of experiments/ (sweep: the one to run; compare: the paper's columns).")
-EVAL_SPLITS = flags.DEFINE_list("eval_splits", ["dev", "test"], "train/sweep: splits translated and scored after "
+SCORED_SPLITS = ("dev", "test")  # the splits train and sweep can score after training (the default: both)
+EVAL_SPLITS = flags.DEFINE_list("eval_splits", list(SCORED_SPLITS), "train/sweep: splits translated and scored after "
                                 "training (empty: none; a recipe search scores dev only, e.g. --eval_splits=dev).")
 EVAL_CHECKPOINT = flags.DEFINE_string(
     "eval_checkpoint", "latest", "train/sweep: checkpoint scored after training: latest, a step, or avgN (§6.1: "
     "avg5 for base, avg20 for big).")
+
+
+def check_eval_splits(splits) -> None:
+    """Raises ValueError naming the first of ``splits`` (--eval_splits) that is not dev or test."""
+    unknown = [split for split in splits if split not in SCORED_SPLITS]
+    if unknown:
+        raise ValueError(f"--eval_splits: unknown split {unknown[0]!r}; valid: {', '.join(SCORED_SPLITS)} (or empty).")
 
 
 def check_eval_checkpoint(spec: str, train_config) -> None:

@@ -26,7 +26,15 @@ from absl import flags
 
 from transformer_jax.experiments import Experiment, base_name, get_experiment, resolve
 from transformer_jax.launch import cluster, logs
-from transformer_jax.launch.flags import EVAL_CHECKPOINT, EVAL_SPLITS, EXPERIMENT, WORKDIR, check_eval_checkpoint
+from transformer_jax.launch.flags import (
+    EVAL_CHECKPOINT,
+    EVAL_SPLITS,
+    EXPERIMENT,
+    SCORED_SPLITS,
+    WORKDIR,
+    check_eval_checkpoint,
+    check_eval_splits,
+)
 from transformer_jax.train.preemption import Preempted
 
 LAUNCHERS = ("local", "slurm", "tpu", "print")
@@ -58,7 +66,6 @@ OVERRIDES = "override a field of every row's config, e.g. --config.train.num_ste
 FLAG_HINTS = {"config": "sweep takes --base=NAME (and --config.x.y=value overrides), not --config."}
 
 COMMAND = "transformer-jax"
-DEFAULT_SPLITS = ("dev", "test")  # what each row scores after training unless --eval_splits says otherwise
 logger = logging.getLogger(__name__)
 
 
@@ -91,11 +98,11 @@ def override_args(overrides: Mapping[str, Any]) -> list[str]:
 
 def train_argv(experiment: Experiment, row: str, base: str, workdir: str,
                overrides: Mapping[str, Any] | None = None, eval_checkpoint: str = "latest",
-               eval_splits: Sequence[str] = DEFAULT_SPLITS) -> list[str]:
+               eval_splits: Sequence[str] = SCORED_SPLITS) -> list[str]:
     """The `transformer-jax train` command (as argv) that trains ``row`` of ``experiment`` on base ``base``."""
     config = f"{_cli_path(experiment.config_file)}:{experiment.config_arg(row, base)}"
     scored = [] if eval_checkpoint == "latest" else [f"--eval_checkpoint={eval_checkpoint}"]
-    if tuple(eval_splits) != DEFAULT_SPLITS:
+    if tuple(eval_splits) != SCORED_SPLITS:
         scored.append(f"--eval_splits={','.join(eval_splits)}")
     return [COMMAND, "train", f"--config={config}", f"--workdir={os.path.join(workdir, row)}", *scored,
             *override_args(overrides or {})]
@@ -170,7 +177,7 @@ def flag_overrides() -> dict[str, Any]:
 
 
 def run_local(configs: dict, workdir: str, commands: dict[str, list[str]],
-              eval_checkpoint: str = "latest", eval_splits: Sequence[str] = DEFAULT_SPLITS) -> dict[str, str]:
+              eval_checkpoint: str = "latest", eval_splits: Sequence[str] = SCORED_SPLITS) -> dict[str, str]:
     """Trains and evaluates each row in turn (skipping finished rows); returns {row: error} for failed rows."""
     from transformer_jax.launch.train import run_training  # imported here: the other launchers need no model code
     from transformer_jax.run.folder import is_finished
@@ -212,9 +219,7 @@ def main(argv: list[str]) -> None:
                     for row in configs}
         for config in configs.values():  # every launcher: a checkpoint the rows will not have is found now
             check_eval_checkpoint(EVAL_CHECKPOINT.value, config.train)
-        unknown = [split for split in EVAL_SPLITS.value if split not in DEFAULT_SPLITS]
-        if unknown:
-            raise ValueError(f"--eval_splits: unknown split {unknown[0]!r}; valid: dev, test (or empty).")
+        check_eval_splits(EVAL_SPLITS.value)
         workdir, launcher = WORKDIR.value, LAUNCHER.value
         if launcher == "slurm":  # written only once every script could be made
             options = SlurmOptions(SLURM_NODES.value, SLURM_GPUS_PER_NODE.value, SLURM_TIME.value,

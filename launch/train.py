@@ -27,7 +27,16 @@ from transformer_jax.data.sources import DataError, get_source
 from transformer_jax.decode.restore import restore_run
 from transformer_jax.evaluate.evaluation import dev_bleu_hook, evaluate_split, score_line
 from transformer_jax.launch import cluster, logs
-from transformer_jax.launch.flags import CONFIG, EVAL_CHECKPOINT, EVAL_SPLITS, JSON, WORKDIR, check_eval_checkpoint
+from transformer_jax.launch.flags import (
+    CONFIG,
+    EVAL_CHECKPOINT,
+    EVAL_SPLITS,
+    JSON,
+    SCORED_SPLITS,
+    WORKDIR,
+    check_eval_checkpoint,
+    check_eval_splits,
+)
 from transformer_jax.run import folder, provenance
 from transformer_jax.run.metrics import read_metrics
 from transformer_jax.train.preemption import Preempted
@@ -39,7 +48,6 @@ for _name in ("config", "workdir", "eval_checkpoint", "eval_splits", "json", *cl
 OVERRIDES = "override any field of the config, e.g. --config.train.num_steps=50000 (configs are locked: a typo fails)."
 FLAG_HINTS = {"checkpoint": "train scores its result with --eval_checkpoint=latest|STEP|avgN."}
 
-SPLITS = ("dev", "test")
 logger = logging.getLogger(__name__)
 
 
@@ -64,9 +72,7 @@ def preflight(config: ml_collections.ConfigDict, workdir: str, eval_splits: Sequ
     Raises:
         ValueError (DataError for the data): what to change, in one line.
     """
-    unknown = [split for split in eval_splits if split not in SPLITS]
-    if unknown:
-        raise ValueError(f"--eval_splits: unknown split {unknown[0]!r}; valid: {', '.join(SPLITS)} (or empty).")
+    check_eval_splits(eval_splits)
     check_eval_checkpoint(checkpoint, config.train)
     check_workdir(workdir)
     folder.check_config(config, workdir)
@@ -141,7 +147,7 @@ def training_figures(workdir: str, last: dict) -> dict:
     return figures
 
 
-def run_training(config: ml_collections.ConfigDict, workdir: str, eval_splits: Sequence[str] = ("dev", "test"),
+def run_training(config: ml_collections.ConfigDict, workdir: str, eval_splits: Sequence[str] = SCORED_SPLITS,
                  checkpoint: str = "latest", on_eval: Callable[[str, dict, str], None] | None = None,
                  command: list[str] | None = None) -> dict:
     """Trains (or resumes) ``config`` in ``workdir``, then scores ``eval_splits`` with ``checkpoint``.
