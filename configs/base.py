@@ -79,6 +79,7 @@ def train_config() -> ml_collections.ConfigDict:
     t.num_steps = 100_000  # §5.2: base trains 100K steps (12 h on 8 P100).
     t.warmup_steps = 4000  # §5.3.
     t.learning_rate_scale = 1.0  # multiplies d_model^-0.5 · min(step^-0.5, step·warmup^-1.5).
+    t.cooldown_steps = 0  # not the paper's (0 = off): the rate falls linearly to 0 over the last N steps.
     t.adam_b1 = 0.9  # §5.3.
     t.adam_b2 = 0.98  # §5.3.
     t.adam_eps = 1e-9  # §5.3.

@@ -29,6 +29,7 @@ ROWS: dict[str, rows.Row] = {
     "tiny": _tiny(),
     "tiny_8k": _tiny(**{"train.num_steps": 8000}),
     "tiny_v4k": _tiny(**{"model.vocab_size": 4000}),
+    "tiny_8k_cd2k": _tiny(**{"train.num_steps": 8000, "train.cooldown_steps": 2000}),
 }
 NOTES = {
     "base": "configs/multi30k.py as committed: d 256, 3+3, h 4, d_ff 1024, P_drop 0.2, 2K tokens, 4500 steps",
@@ -36,6 +37,9 @@ NOTES = {
     "tiny_8k": "tiny trained to 8000 steps (it was still improving at 4000; inverse-sqrt decay: lr 2.8e-3 → 2e-3)",
     "tiny_v4k": "tiny with a 4000-piece BPE instead of 8000: the output layer and its softmax are ~40% of tiny's step, "
                 "and small data often prefers smaller vocabularies (Sennrich & Zhang 2019)",
+    "tiny_8k_cd2k": "tiny_8k with the rate falling linearly to 0 over steps 6000-8000 (train.cooldown_steps; "
+                    "Zhai et al. 2022): tiny_8k ends at lr 2e-3, still far from a minimum; branched from tiny_8k's "
+                    "step-6000 checkpoint (identical up to there)",
 }
 
 

@@ -50,6 +50,23 @@ def test_schedule_peak_at_warmup_and_scale():
     np.testing.assert_allclose(float(scaled(99)), 2.5 * paper_lrate(100, 512, 4000), rtol=1e-6)
 
 
+def test_cooldown_is_a_linear_ramp_over_the_last_steps():
+    """cooldown_steps = 4 of 10: steps 1-6 keep the §5.3 rate, steps 7-10 take 4/4, 3/4, 2/4, 1/4 of it."""
+    schedule = learning_rate_schedule(64, 3, 2.0, num_steps=10, cooldown_steps=4)
+    for step in range(1, 11):
+        factor = min(1.0, (10 - (step - 1)) / 4)
+        np.testing.assert_allclose(float(schedule(step - 1)), factor * paper_lrate(step, 64, 3, 2.0), rtol=1e-6)
+    assert float(schedule(9)) > 0  # the last update is not wasted at rate 0
+    off = learning_rate_schedule(64, 3, 2.0, num_steps=10, cooldown_steps=0)
+    assert all(float(off(c)) == float(learning_rate_schedule(64, 3, 2.0)(c)) for c in range(10))
+
+
+@pytest.mark.parametrize("cooldown", [-1, 11])
+def test_cooldown_outside_the_run_is_refused(cooldown):
+    with pytest.raises(ValueError, match="train.cooldown_steps must be in"):
+        learning_rate_schedule(64, 3, num_steps=10, cooldown_steps=cooldown)
+
+
 # --- §5.4 label-smoothed cross-entropy ---------------------------------------------------------------------------
 
 LOGITS = np.array([[[2.0, -1.0, 0.5, 0.0], [0.1, 0.2, 3.0, -2.0], [1.0, 1.0, 1.0, 1.0]],
@@ -134,7 +151,8 @@ def optimizer_config(**train):
     return c
 
 
-def hand_adam(params, grads_seq, *, d_model, warmup, scale, b1=0.9, b2=0.98, eps=1e-9, clip=0.0, decay=0.0):
+def hand_adam(params, grads_seq, *, d_model, warmup, scale, b1=0.9, b2=0.98, eps=1e-9, clip=0.0, decay=0.0,
+              rate_factors=None):
     """Adam (Kingma & Ba) with bias correction, in float64; optional global-norm clip before, AdamW decay after."""
     p = {k: v.astype(np.float64) for k, v in params.items()}
     m = {k: np.zeros_like(v) for k, v in p.items()}
@@ -144,7 +162,7 @@ def hand_adam(params, grads_seq, *, d_model, warmup, scale, b1=0.9, b2=0.98, eps
         if clip:
             norm = math.sqrt(sum(float((x**2).sum()) for x in g.values()))
             g = {k: x * min(1.0, clip / norm) for k, x in g.items()}
-        lr = paper_lrate(t, d_model, warmup, scale)
+        lr = paper_lrate(t, d_model, warmup, scale) * (1.0 if rate_factors is None else rate_factors[t - 1])
         for k, value in p.items():
             m[k] = b1 * m[k] + (1 - b1) * g[k]
             v[k] = b2 * v[k] + (1 - b2) * g[k] ** 2
@@ -190,6 +208,14 @@ def test_grad_clipping_switch():
     assert_trees_close(got, hand_adam(PARAMS, GRADS, d_model=64, warmup=10, scale=3.0, clip=clip))
     plain = run_optimizer(optimizer_config())
     assert not np.allclose(got["w"], plain["w"], rtol=1e-4, atol=0)
+
+
+def test_cooldown_reaches_the_optimizer():
+    """make_optimizer takes the cooldown from config.train: with 2 of 3 steps cooled, step 2 moves at 2/2 and
+    step 3 at 1/2 of the §5.3 rate (hand Adam on the same rates)."""
+    got = run_optimizer(optimizer_config(num_steps=3, cooldown_steps=2))
+    assert_trees_close(got, hand_adam(PARAMS, GRADS, d_model=64, warmup=10, scale=3.0, rate_factors=(1, 1, 0.5)))
+    assert not np.allclose(got["w"], run_optimizer(optimizer_config(num_steps=3))["w"], rtol=1e-4, atol=0)
 
 
 def test_weight_decay_switch():

@@ -5,6 +5,11 @@
 i.e. linear warm-up for ``warmup_steps`` then decay ∝ 1/√step (peak ≈ 7.0e-4 for base at step 4000).
 ``learning_rate_scale`` multiplies it (small batches and short CPU runs take a larger factor); gradient
 clipping and weight decay are optional and off in the paper's configs.
+
+``cooldown_steps`` (0 in the paper's configs) is not the paper's: the rate is multiplied by a linear ramp from 1
+to 0 over the run's last ``cooldown_steps`` steps ("rsqrt with a linear cooldown", Zhai et al. 2022, §3.5;
+Hägele et al. 2024), so a fixed-budget run ends at a low rate, as a cosine schedule would, while every step
+before the cooldown keeps the §5.3 rate (a run may branch from another's checkpoint before its cooldown).
 """
 
 import jax.numpy as jnp
@@ -12,20 +17,38 @@ import ml_collections
 import optax
 
 
-def learning_rate_schedule(d_model: int, warmup_steps: int, scale: float = 1.0) -> optax.Schedule:
-    """The §5.3 schedule as a function of optax's update count (0-based; the paper's step = count + 1)."""
+def learning_rate_schedule(d_model: int, warmup_steps: int, scale: float = 1.0, *, num_steps: int = 0,
+                           cooldown_steps: int = 0) -> optax.Schedule:
+    """The §5.3 schedule as a function of optax's update count (0-based; the paper's step = count + 1).
+
+    With ``cooldown_steps`` > 0 the update of step s (count s - 1) is further multiplied by
+    ``min(1, (num_steps - count) / cooldown_steps)``: 1 up to step num_steps - cooldown_steps, then falling
+    linearly to 1/cooldown_steps for the last update (none is wasted at rate 0).
+    """
+    if not 0 <= cooldown_steps <= num_steps or (cooldown_steps and num_steps <= 0):
+        raise ValueError(f"train.cooldown_steps must be in [0, train.num_steps={num_steps}], got {cooldown_steps}.")
 
     def schedule(count):
         step = jnp.asarray(count, jnp.float32) + 1.0
-        return scale * d_model**-0.5 * jnp.minimum(step**-0.5, step * warmup_steps**-1.5)
+        rate = scale * d_model**-0.5 * jnp.minimum(step**-0.5, step * warmup_steps**-1.5)
+        if cooldown_steps:
+            rate = rate * jnp.clip((num_steps - jnp.asarray(count, jnp.float32)) / cooldown_steps, 0.0, 1.0)
+        return rate
 
     return schedule
+
+
+def schedule_from_config(config: ml_collections.ConfigDict) -> optax.Schedule:
+    """The learning-rate schedule of ``config.train`` for ``config.model.d_model``."""
+    t = config.train
+    return learning_rate_schedule(config.model.d_model, t.warmup_steps, t.learning_rate_scale,
+                                  num_steps=t.num_steps, cooldown_steps=t.get("cooldown_steps", 0))
 
 
 def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransformation:
     """Adam with the §5.3 schedule from ``config.train`` and ``config.model.d_model``."""
     t = config.train
-    schedule = learning_rate_schedule(config.model.d_model, t.warmup_steps, t.learning_rate_scale)
+    schedule = schedule_from_config(config)
     parts = []
     if t.grad_clip_norm > 0:
         parts.append(optax.clip_by_global_norm(t.grad_clip_norm))

@@ -19,7 +19,7 @@ from jax.sharding import NamedSharding
 from transformer_jax import sharding
 from transformer_jax.model.dropout import fold
 from transformer_jax.train.loss import projected_cross_entropy_sums
-from transformer_jax.train.optimizer import learning_rate_schedule, make_optimizer
+from transformer_jax.train.optimizer import make_optimizer, schedule_from_config
 
 
 @dataclasses.dataclass
@@ -81,8 +81,7 @@ def make_train_step(setup: Setup) -> Callable[[dict, dict], tuple[dict, dict]]:
     """The §5 update: label-smoothed loss over k micro-batches normalised by the step's global token count."""
     config, graphdef, tx = setup.config, setup.graphdef, setup.optimizer
     accum, smoothing = config.train.grad_accum_steps, config.train.label_smoothing
-    schedule = learning_rate_schedule(config.model.d_model, config.train.warmup_steps,
-                                      config.train.learning_rate_scale)
+    schedule = schedule_from_config(config)
 
     def step_fn(state: dict, batch: dict) -> tuple[dict, dict]:
         params = state["params"]
