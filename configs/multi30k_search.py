@@ -30,6 +30,7 @@ ROWS: dict[str, rows.Row] = {
     "tiny_8k": _tiny(**{"train.num_steps": 8000}),
     "tiny_v4k": _tiny(**{"model.vocab_size": 4000}),
     "tiny_8k_cd2k": _tiny(**{"train.num_steps": 8000, "train.cooldown_steps": 2000}),
+    "tiny_cd1k": _tiny(**{"train.cooldown_steps": 1000}),
 }
 NOTES = {
     "base": "configs/multi30k.py as committed: d 256, 3+3, h 4, d_ff 1024, P_drop 0.2, 2K tokens, 4500 steps",
@@ -40,6 +41,8 @@ NOTES = {
     "tiny_8k_cd2k": "tiny_8k with the rate falling linearly to 0 over steps 6000-8000 (train.cooldown_steps; "
                     "Zhai et al. 2022): tiny_8k ends at lr 2e-3, still far from a minimum; branched from tiny_8k's "
                     "step-6000 checkpoint (identical up to there)",
+    "tiny_cd1k": "tiny (4000 steps) with the rate falling linearly to 0 over its last 1000: the 4000-step proxy "
+                 "for later rows, whose last checkpoint stands for the budget; branched from tiny's step 3000",
 }
 
 

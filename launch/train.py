@@ -8,6 +8,10 @@ The data files of every split, --eval_checkpoint and the workdir are checked bef
 that fails before it saves a checkpoint leaves the workdir as it was (no config.json, no provenance record), so
 the corrected command can run in the same --workdir. A SIGTERM (preemption, a Slurm time limit) saves a checkpoint
 at the next step and exits with status 143.
+
+``--branch_from=RUN --branch_step=S`` starts a new run from RUN's checkpoint of step S when the config differs from
+RUN's only in what acts after S (the run's end, a cooldown from S on, evaluation, checkpoints, decoding): the
+result is the run the config trains from scratch, S steps sooner (transformer_jax/run/branch.py).
 """
 
 import contextlib
@@ -37,12 +41,17 @@ from transformer_jax.launch.flags import (
     check_eval_checkpoint,
     check_eval_splits,
 )
-from transformer_jax.run import folder, provenance
+from transformer_jax.run import branch, folder, provenance
 from transformer_jax.run.metrics import read_metrics
 from transformer_jax.train.preemption import Preempted
 from transformer_jax.train.trainer import NonFiniteLossError, build_shared_tokenizer, train
 
 NUM_SAMPLES = flags.DEFINE_integer("num_samples", 3, "Sample translations printed after training.")
+BRANCH_FROM = flags.DEFINE_string(
+    "branch_from", None, "Start a new --workdir from this run's checkpoint of --branch_step (copied with its "
+    "vocabulary, metrics and provenance): allowed when the config differs only in what acts after that step "
+    "(num_steps, cooldown_steps, evaluation, checkpoints, mesh, decoding); the result equals a run from scratch.")
+BRANCH_STEP = flags.DEFINE_integer("branch_step", None, "The step of --branch_from's checkpoint to start from.")
 for _name in ("config", "workdir", "eval_checkpoint", "eval_splits", "json", *cluster.FLAG_NAMES):
     flags.declare_key_flag(_name)
 OVERRIDES = "override any field of the config, e.g. --config.train.num_steps=50000 (configs are locked: a typo fails)."
@@ -63,11 +72,13 @@ def check_workdir(workdir: str) -> None:
         raise ValueError(f"--workdir={workdir}: {existing} is not a writable folder (permission denied).")
 
 
-def preflight(config: ml_collections.ConfigDict, workdir: str, eval_splits: Sequence[str], checkpoint: str) -> None:
+def preflight(config: ml_collections.ConfigDict, workdir: str, eval_splits: Sequence[str], checkpoint: str,
+              branch_from: tuple[str, int] | None = None) -> None:
     """Everything a start will need, checked before anything is written or trained.
 
-    The scored splits and checkpoint, the workdir (writable, and not a run of another model), the data source and
-    the files of every split it reads (the training data's first pair; the dev split, and each scored split, whole).
+    The scored splits and checkpoint, the workdir (writable, and not a run of another model), the run to branch
+    from and its step (``branch_from``), the data source and the files of every split it reads (the training data's
+    first pair; the dev split, and each scored split, whole).
 
     Raises:
         ValueError (DataError for the data): what to change, in one line.
@@ -76,6 +87,8 @@ def preflight(config: ml_collections.ConfigDict, workdir: str, eval_splits: Sequ
     check_eval_checkpoint(checkpoint, config.train)
     check_workdir(workdir)
     folder.check_config(config, workdir)
+    if branch_from is not None and not folder.checkpoint_steps(workdir):  # (resuming a branch needs no source)
+        branch.check(config, *branch_from)
     source = get_source(config.data)
     for split in dict.fromkeys(("train", "dev", *eval_splits)):  # the dev loss is computed during training
         try:
@@ -149,7 +162,7 @@ def training_figures(workdir: str, last: dict) -> dict:
 
 def run_training(config: ml_collections.ConfigDict, workdir: str, eval_splits: Sequence[str] = SCORED_SPLITS,
                  checkpoint: str = "latest", on_eval: Callable[[str, dict, str], None] | None = None,
-                 command: list[str] | None = None) -> dict:
+                 command: list[str] | None = None, branch_from: tuple[str, int] | None = None) -> dict:
     """Trains (or resumes) ``config`` in ``workdir``, then scores ``eval_splits`` with ``checkpoint``.
 
     Everything the start needs is checked first (:func:`preflight`); each start appends the commit, machine and
@@ -158,9 +171,12 @@ def run_training(config: ml_collections.ConfigDict, workdir: str, eval_splits: S
     Writes ``eval_<split>.json`` per split (see transformer_jax/evaluate/evaluation.py). ``on_eval(split, result,
     checkpoint)`` is called after each split (``result`` still holds its ``samples``). Returns the summary that
     `transformer-jax train` prints: workdir, step, train_loss, dev_ppl, <split>_bleu, <split>_tokenized_bleu,
-    signature.
+    signature. ``branch_from=(run, step)`` first copies that run up to that step into a new ``workdir``
+    (transformer_jax/run/branch.py; the copy stays if the start then fails, and the same command resumes it).
     """
-    preflight(config, workdir, eval_splits, checkpoint)
+    preflight(config, workdir, eval_splits, checkpoint, branch_from)
+    if branch_from is not None:
+        branch.branch(config, *branch_from, workdir)
     with undone_unless_saved(workdir):
         provenance.append(workdir, command)
         hook = None
@@ -197,8 +213,11 @@ def main(argv: list[str]) -> None:
     config = CONFIG.value
     workdir = WORKDIR.value or os.path.join("runs", config.name.replace("/", "_"))
     try:
+        if (BRANCH_FROM.value is None) != (BRANCH_STEP.value is None):
+            raise ValueError("--branch_from and --branch_step go together: the run and the step of its checkpoint.")
+        branch_from = None if BRANCH_FROM.value is None else (BRANCH_FROM.value, BRANCH_STEP.value)
         summary = run_training(config, workdir, EVAL_SPLITS.value, EVAL_CHECKPOINT.value,
-                               on_eval=None if JSON.value else _print_eval)
+                               on_eval=None if JSON.value else _print_eval, branch_from=branch_from)
     except Preempted as e:  # a SIGTERM (preemption, a Slurm time limit): the checkpoint is saved
         cluster.exit_preempted("train", e)
     except (ValueError, OSError, NonFiniteLossError) as e:  # bad data (DataError), a vocabulary too large, ...

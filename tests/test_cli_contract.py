@@ -75,6 +75,9 @@ def quick(corpus, tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
         "test_files": ["train", f"--config={TINY}", f"--workdir={tmp / 'test_files'}", *text_args(bad_test)],
         "workdir_file": ["train", f"--config={TINY}", f"--workdir={a_file}"],
         "no_config": ["train", "--config=configs/no_such_config.py", f"--workdir={tmp / 'no_config'}"],
+        "branch_half": ["train", f"--config={TINY}", f"--workdir={tmp / 'branch_half'}", "--branch_step=4"],
+        "branch_nothing": ["train", f"--config={TINY}", f"--workdir={tmp / 'branch_nothing'}",
+                           f"--branch_from={tmp / 'no_run'}", "--branch_step=4"],
         **{f"help_{verb}": [verb, "--help"] for verb in ("train", "decode", "evaluate", "sweep")},
     })
 
@@ -137,6 +140,15 @@ def test_missing_test_files_are_refused_before_training(quick):
 
 def test_a_workdir_that_is_a_file_is_refused(quick):
     assert "is a file, not a folder" in one_line_error(quick["workdir_file"])
+
+
+def test_a_branch_needs_a_run_and_a_step(quick):
+    """--branch_step alone, or a --branch_from that is no run: one line each, nothing written."""
+    assert "--branch_from and --branch_step go together" in one_line_error(quick["branch_half"])
+    message = one_line_error(quick["branch_nothing"])
+    assert "No config.json in" in message and "no_run" in message
+    for name in ("branch_half", "branch_nothing"):
+        assert not os.path.exists(workdir_of(quick[name]))
 
 
 def test_a_config_file_that_cannot_be_loaded_is_one_line(quick):
