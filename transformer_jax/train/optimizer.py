@@ -22,8 +22,8 @@ def learning_rate_schedule(d_model: int, warmup_steps: int, scale: float = 1.0, 
     """The §5.3 schedule as a function of optax's update count (0-based; the paper's step = count + 1).
 
     With ``cooldown_steps`` > 0 the update of step s (count s - 1) is further multiplied by
-    ``min(1, (num_steps - count) / cooldown_steps)``: 1 up to step num_steps - cooldown_steps, then falling
-    linearly to 1/cooldown_steps for the last update (none is wasted at rate 0).
+    ``min(1, (num_steps - count) / cooldown_steps)``: 1 up to step num_steps - cooldown_steps + 1 (the ramp's
+    first value, N/N), then falling linearly to 1/cooldown_steps for the last update (none is wasted at rate 0).
     """
     if not 0 <= cooldown_steps <= num_steps or (cooldown_steps and num_steps <= 0):
         raise ValueError(f"train.cooldown_steps must be in [0, train.num_steps={num_steps}], got {cooldown_steps}.")
