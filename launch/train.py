@@ -87,7 +87,7 @@ def preflight(config: ml_collections.ConfigDict, workdir: str, eval_splits: Sequ
     check_eval_checkpoint(checkpoint, config.train)
     check_workdir(workdir)
     folder.check_config(config, workdir)
-    if branch_from is not None and not folder.checkpoint_steps(workdir):  # (resuming a branch needs no source)
+    if branch_from is not None:
         branch.check(config, *branch_from)
     source = get_source(config.data)
     for split in dict.fromkeys(("train", "dev", *eval_splits)):  # the dev loss is computed during training
@@ -174,9 +174,12 @@ def run_training(config: ml_collections.ConfigDict, workdir: str, eval_splits: S
     signature. ``branch_from=(run, step)`` first copies that run up to that step into a new ``workdir``
     (transformer_jax/run/branch.py; the copy stays if the start then fails, and the same command resumes it).
     """
+    if branch_from is not None and folder.checkpoint_steps(workdir):
+        logger.info("%s already has checkpoints: resuming it (--branch_from copies nothing).", workdir)
+        branch_from = None  # a branch already copied resumes as any run does (its source may be gone by now)
     preflight(config, workdir, eval_splits, checkpoint, branch_from)
     if branch_from is not None:
-        branch.branch(config, *branch_from, workdir)
+        branch.copy(*branch_from, workdir)
     with undone_unless_saved(workdir):
         provenance.append(workdir, command)
         hook = None

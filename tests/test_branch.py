@@ -120,3 +120,13 @@ def test_a_cooldown_of_the_source_before_the_step_is_refused(tmp_path):
     from transformer_jax.run.branch import changed_fields
     del saved["train"]["cooldown_steps"]
     assert changed_fields(saved, json.loads(config().to_json_best_effort())) == []
+
+
+def test_a_workdir_with_a_run_but_no_checkpoint_is_refused(source, tmp_path):
+    """A config.json without checkpoints (a run begun elsewhere): the branch would mix two runs' files."""
+    workdir = tmp_path / "half"
+    workdir.mkdir()
+    (workdir / folder.CONFIG_FILE).write_text((source / folder.CONFIG_FILE).read_text())
+    with pytest.raises(ValueError, match="already holds a run: a branch needs a new --workdir"):
+        train_run(config(num_steps=8), workdir, branch_from=(str(source), BRANCH_STEP))
+    assert sorted(p.name for p in workdir.iterdir()) == [folder.CONFIG_FILE]

@@ -28,7 +28,7 @@ import ml_collections
 
 from transformer_jax.data.tokenizer import VOCAB_FILENAME
 from transformer_jax.run import folder
-from transformer_jax.run.metrics import START_EVENT
+from transformer_jax.run.metrics import START_EVENT, read_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -58,10 +58,9 @@ def changed_fields(source: dict, branch: dict) -> list[str]:
         if free is None:
             continue
         old, new = _fields(source, section), _fields(branch, section)
-        for key in sorted(set(old) | set(new)):
-            if key not in free and old.get(key) != new.get(key):
-                name = f"config.{section}.{key}" if section else f"config.{key}"
-                changed.append(f"{name} ({old.get(key)!r} → {new.get(key)!r})")
+        for key in folder.changed_keys(old, new, free):
+            name = f"config.{section}.{key}" if section else f"config.{key}"
+            changed.append(f"{name} ({old.get(key)!r} → {new.get(key)!r})")
     return changed
 
 
@@ -100,18 +99,14 @@ def _starts_before(records: list[dict], step: int) -> int:
     return sum(1 for r in records if r.get("event") == START_EVENT and int(r["step"]) < step)
 
 
-def branch(config: ml_collections.ConfigDict, source: str, step: int, workdir: str) -> bool:
-    """Checks (:func:`check`), then copies ``source``'s run up to ``step`` into ``workdir``.
+def copy(source: str, step: int, workdir: str) -> None:
+    """Copies ``source``'s run up to ``step`` into ``workdir``, which must hold no run; call :func:`check` first.
 
-    Returns False, copying nothing, when ``workdir`` already has checkpoints (the branch is resumed as it is).
-    Raises ValueError if ``workdir`` holds files of a run but no checkpoint.
+    Raises ValueError if ``workdir`` holds a run's files (a branch that already has checkpoints is resumed as any
+    run is, without this copy).
     """
-    if folder.checkpoint_steps(workdir):  # (the source may be gone by then)
-        logger.info("%s already has checkpoints: resuming it (--branch_from copies nothing).", workdir)
-        return False
-    check(config, source, step)
-    if os.path.exists(folder.path(workdir, folder.CONFIG_FILE)):
-        raise ValueError(f"--workdir={workdir} holds a run's config.json but no checkpoint: use a new --workdir.")
+    if folder.checkpoint_steps(workdir) or os.path.exists(folder.path(workdir, folder.CONFIG_FILE)):
+        raise ValueError(f"--workdir={workdir} already holds a run: a branch needs a new --workdir.")
     if jax.process_index() == 0:
         _copy(source, step, workdir)
     if jax.process_count() > 1:
@@ -119,7 +114,6 @@ def branch(config: ml_collections.ConfigDict, source: str, step: int, workdir: s
 
         multihost_utils.sync_global_devices("transformer_jax: branch copied")
     logger.info("Branched %s at step %d into %s.", source, step, workdir)
-    return True
 
 
 def _copy(source: str, step: int, workdir: str) -> None:
@@ -131,14 +125,7 @@ def _copy(source: str, step: int, workdir: str) -> None:
     for s in folder.checkpoint_steps(source):
         if s <= step:
             shutil.copytree(os.path.join(source, folder.CHECKPOINT_DIR, str(s)), os.path.join(checkpoints, str(s)))
-    records = []
-    if os.path.exists(folder.path(source, folder.METRICS_FILE)):
-        with open(folder.path(source, folder.METRICS_FILE)) as f:
-            for line in f:
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue  # a half-written last line
+    records = read_metrics(source)
     kept = [r for r in records if int(r.get("step", 0)) < step or (r.get("step") == step
                                                                       and r.get("event") != START_EVENT)]
     with open(folder.path(workdir, folder.METRICS_FILE), "w") as f:

@@ -59,6 +59,11 @@ def eval_path(workdir: str, split: str) -> str:
     return os.path.join(workdir, f"eval_{split}.json")
 
 
+def changed_keys(old: dict, new: dict, free=()) -> list[str]:
+    """The keys, sorted, whose values differ between two sections of saved configs, but for ``free`` ones."""
+    return sorted(k for k in set(old) | set(new) if k not in free and old.get(k) != new.get(k))
+
+
 def check_config(config: ml_collections.ConfigDict, workdir: str) -> None:
     """Raises ValueError if ``workdir`` holds a run whose config.json has another model (nothing is written)."""
     file = path(workdir, CONFIG_FILE)
@@ -68,9 +73,7 @@ def check_config(config: ml_collections.ConfigDict, workdir: str) -> None:
         old = json.load(f)
     new = json.loads(config.to_json_best_effort())
     for section in FROZEN_SECTIONS:
-        free = COMPUTE_ONLY_FIELDS.get(section, ())
-        changed = sorted(k for k in set(old[section]) | set(new[section])
-                         if k not in free and old[section].get(k) != new[section].get(k))
+        changed = changed_keys(old[section], new[section], COMPUTE_ONLY_FIELDS.get(section, ()))
         if changed:
             raise ValueError(f"{workdir} holds a run with a different config.{section} "
                              f"(changed: {', '.join(changed)}); use a new --workdir.")
