@@ -31,6 +31,7 @@ ROWS: dict[str, rows.Row] = {
     "tiny_v4k": _tiny(**{"model.vocab_size": 4000}),
     "tiny_8k_cd2k": _tiny(**{"train.num_steps": 8000, "train.cooldown_steps": 2000}),
     "tiny_cd1k": _tiny(**{"train.cooldown_steps": 1000}),
+    "tiny_lr3_cd1k": _tiny(**{"train.cooldown_steps": 1000, "train.learning_rate_scale": 3.0}),
 }
 NOTES = {
     "base": "configs/multi30k.py as committed: d 256, 3+3, h 4, d_ff 1024, P_drop 0.2, 2K tokens, 4500 steps",
@@ -43,6 +44,8 @@ NOTES = {
                     "step-6000 checkpoint (identical up to there)",
     "tiny_cd1k": "tiny (4000 steps) with the rate falling linearly to 0 over its last 1000: the 4000-step proxy "
                  "for later rows, whose last checkpoint stands for the budget; branched from tiny's step 3000",
+    "tiny_lr3_cd1k": "tiny_cd1k with learning_rate_scale 3.0 (peak 5.9e-3 at step 2000, 1.5x): tiny is under-trained "
+                     "at this budget, and a cooldown usually moves the best peak rate up (Hägele et al. 2024)",
 }
 
 

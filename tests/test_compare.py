@@ -213,3 +213,18 @@ def test_copied_run_records_give_the_same_table(tmp_path):
     copies = [str(out / "runs" / name) for name in RUNS]
     assert compare([*copies, f"--out={again}"]) == table
     assert compare([*copies, f"--out={out}"]) == table  # comparing the records into their own folder keeps them
+
+
+def test_git_keeps_the_copied_records_and_ignores_the_run_folders():
+    """The records compare copies to experiments/results/<folder>/runs/ are meant to be committed; the training run
+    folders under the repository's own runs/ are not. (A .gitignore line ``runs/`` matched both, so the records of
+    2026-12-01 were never committed.)"""
+    def ignored(relative: str) -> bool:
+        proc = subprocess.run(["git", "check-ignore", "-q", "--no-index", relative], cwd=REPO, check=False)
+        assert proc.returncode in (0, 1), f"git check-ignore failed on {relative}"
+        return proc.returncode == 0
+
+    assert not ignored("experiments/results/table3_multi30k/runs/C4/metrics.jsonl")
+    assert not ignored("experiments/results/multi30k/search/runs/tiny/eval_dev.json")
+    assert ignored("runs/table3_multi30k/C4/checkpoints/4500/state")
+    assert ignored("runs/demo/metrics.jsonl")
