@@ -29,7 +29,7 @@ from transformer_jax.run import folder
 from transformer_jax.run.metrics import read_metrics
 
 EVAL_EVERY = 20
-NUM_STEPS = 60  # dev BLEU moves off 0 by step 60 (at 20 and 40 the model still says nothing useful)
+NUM_STEPS = 80  # dev chrF is off 0 by then (the first outputs are empty); BLEU can still be 0 (it is on AMD EPYC)
 DEADLINE_S = 240.0  # generous: the files are polled, never a fixed sleep
 
 
@@ -52,23 +52,25 @@ def test_dev_bleu_is_logged_at_every_evaluation(bleu_run):
     records = [r for r in read_metrics(str(bleu_run)) if "dev_bleu" in r]
     assert [r["step"] for r in records] == list(range(EVAL_EVERY, NUM_STEPS + 1, EVAL_EVERY))
     for record in records:
-        assert 0.0 <= record["dev_bleu"] <= 100.0 and 0.0 <= record["dev_tokenized_bleu"] <= 100.0, record
+        for key in ("dev_bleu", "dev_bleu_lowercase", "dev_tokenized_bleu", "dev_chrf"):
+            assert 0.0 <= record[key] <= 100.0, (key, record)
         assert "dev_ppl" in record  # one evaluation record: the loss and the BLEU of the same parameters
 
 
 def test_dev_bleu_is_that_of_the_step_s_own_parameters(bleu_run):
     """Re-decodes the dev split from each evaluation step's checkpoint: the same BLEU as logged during training."""
-    logged = {r["step"]: (r["dev_bleu"], r["dev_tokenized_bleu"]) for r in read_metrics(str(bleu_run))
+    logged = {r["step"]: (r["dev_bleu"], r["dev_tokenized_bleu"], r["dev_chrf"]) for r in read_metrics(str(bleu_run))
               if "dev_bleu" in r}
-    assert len(set(logged.values())) > 1, logged  # the scores move, so a stale decoder would be seen
-    assert logged[NUM_STEPS][0] > 0.0, logged
+    # chrF moves as the model learns, so a stale decoder would be seen; BLEU is compared too, but this early it can
+    # be 0 throughout (60 steps gave 0 at every evaluation on an AMD EPYC machine, > 0 on others).
+    assert len({scores[2] for scores in logged.values()}) > 1 and logged[NUM_STEPS][2] > 0.0, logged
     run = restore_run(str(bleu_run), str(NUM_STEPS))
     _, refs, batches = pipeline.eval_data(run.config, run.tokenizer, "dev")
     translator = Translator(run.config, run.graphdef, run.params, run.tokenizer, run.mesh)
     for step, scores in logged.items():
         translator.params = restore_run(str(bleu_run), str(step)).params
         result = bleu_of(run.config, translator.translate_batches(batches), refs)
-        assert (result["sacrebleu"], result["tokenized_bleu"]) == pytest.approx(scores, abs=1e-9), step
+        assert (result["sacrebleu"], result["tokenized_bleu"], result["chrf"]) == pytest.approx(scores, abs=1e-9), step
 
 
 # --- SIGTERM ------------------------------------------------------------------------------------------------------

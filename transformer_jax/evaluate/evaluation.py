@@ -68,9 +68,10 @@ def score_line(result: dict) -> str:
 
 
 def dev_bleu_hook(config: ml_collections.ConfigDict, tokenizer, mesh):
-    """An ``eval_hook`` for :func:`transformer_jax.train.trainer.train`: dev BLEU of the current parameters.
+    """An ``eval_hook`` for :func:`transformer_jax.train.trainer.train`: dev BLEU and chrF of the current parameters.
 
-    Enabled by ``config.train.eval_bleu``; decodes the dev split with ``config.decode`` (beam 4 by default).
+    Enabled by ``config.train.eval_bleu``; decodes the dev split with ``config.decode`` (beam 4 by default). chrF is
+    logged beside BLEU because it moves early in training, while BLEU stays 0 until 4-grams match.
     """
     src, refs, batches = pipeline.eval_data(config, tokenizer, "dev")
     del src
@@ -86,6 +87,6 @@ def dev_bleu_hook(config: ml_collections.ConfigDict, tokenizer, mesh):
         hypotheses = translator.translate_batches(batches)
         scores = bleu_of(config, hypotheses, refs)
         return {"dev_bleu": scores["sacrebleu"], "dev_bleu_lowercase": scores["sacrebleu_lowercase"],
-                "dev_tokenized_bleu": scores["tokenized_bleu"]}
+                "dev_tokenized_bleu": scores["tokenized_bleu"], "dev_chrf": scores["chrf"]}
 
     return hook
