@@ -71,7 +71,8 @@ def dev_bleu_hook(config: ml_collections.ConfigDict, tokenizer, mesh):
     """An ``eval_hook`` for :func:`transformer_jax.train.trainer.train`: dev BLEU and chrF of the current parameters.
 
     Enabled by ``config.train.eval_bleu``; decodes the dev split with ``config.decode`` (beam 4 by default). chrF is
-    logged beside BLEU because it moves early in training, while BLEU stays 0 until 4-grams match.
+    logged beside BLEU because it moves early in training: sacreBLEU is 0 until an output word matches a reference
+    word, and the tokenized BLEU until a 4-gram does, while chrF scores character n-grams.
     """
     src, refs, batches = pipeline.eval_data(config, tokenizer, "dev")
     del src
