@@ -130,3 +130,17 @@ def test_a_workdir_with_a_run_but_no_checkpoint_is_refused(source, tmp_path):
     with pytest.raises(ValueError, match="already holds a run: a branch needs a new --workdir"):
         train_run(config(num_steps=8), workdir, branch_from=(str(source), BRANCH_STEP))
     assert sorted(p.name for p in workdir.iterdir()) == [folder.CONFIG_FILE]
+
+
+def test_a_search_row_may_branch_from_the_table3_row_it_continues():
+    """The row labels (config.table3_row, config.sweep_row, config.name) say where a config came from, not what it
+    trains: search row base_ls2_9k_cd2k is Table 3's D4 on Multi30k trained longer, and branches from D4's run."""
+    from transformer_jax.configs import multi30k_search, table3
+    from transformer_jax.run.branch import changed_fields
+
+    d4, longer = (json.loads(c.to_json_best_effort()) for c in (
+        table3.get_config("D4,base=multi30k"), multi30k_search.get_config("base_ls2_9k_cd2k")))
+    assert d4["table3_row"] == "D4" and "table3_row" not in longer
+    assert changed_fields(d4, longer) == []
+    assert changed_fields(d4, json.loads(table3.get_config("D3,base=multi30k").to_json_best_effort())) == [
+        "config.train.label_smoothing (0.2 → 0.0)"]

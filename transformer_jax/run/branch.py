@@ -5,7 +5,7 @@ Training resumes exactly (DESIGN.md "Contracts": parameters, optimizer state, dr
 travel with each checkpoint), and nothing before step S depends on how a run ends, except a learning-rate cooldown
 (``train.cooldown_steps``, train/optimizer.py). So a config that differs from the source's only in what acts
 after S — more or fewer steps, a cooldown starting at or after S, the evaluation and checkpoint cadence, the mesh,
-decoding, its name — may start from the source's step-S checkpoint and save the S steps' time::
+decoding, its name and row labels — may start from the source's step-S checkpoint and save the S steps' time::
 
     transformer-jax train --config=configs/multi30k_search.py:tiny_8k_cd2k --workdir=runs/cd2k \\
         --branch_from=runs/tiny_8k --branch_step=6000
@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 
 # Fields that act only after the branch step (or only choose how the same run is computed or scored).
 FREE_FIELDS = {
-    "": ("name", "sweep_row"),
+    "": ("name", "sweep_row", "table3_row"),  # labels of the row a run was made from
     "decode": None,  # None: the whole section
     "train": ("num_steps", "cooldown_steps", "checkpoint_every_steps", "checkpoint_every_minutes",
               "keep_checkpoints", "eval_every_steps", "eval_bleu", "log_every_steps", "mesh"),
