@@ -8,6 +8,8 @@ Writes ``<workdir>/translations_<split>.txt`` and ``<workdir>/eval_<split>.json`
 lowercased sacreBLEU (``-lc``, as most Multi30k papers report), the paper's tokenized compound-split BLEU, chrF, the checkpoint, the number of sentences); that JSON is also the
 last line printed. Decoding settings are the run's ``config.decode``, changed with ``--config.decode.FIELD=VALUE``
 (e.g. ``--config.decode.beam_size=1``). The split's data and the workdir's permission are checked before decoding.
+``--grid=NAME=V1,V2`` (repeatable; NAME: checkpoint or a config.decode field) instead scores every combination on
+the dev split and appends them to ``<workdir>/decoding_dev.jsonl`` (launch/grid.py: decoding is chosen on dev, §6.1).
 A parsing run (``config.task = "parsing"``) is scored with EVALB (COLLINS.prm): precision, recall, F1, exact
 match and how many outputs needed repair into a tree (transformer_jax/evaluate/parsing.py).
 """
@@ -22,12 +24,13 @@ from absl import flags
 
 from transformer_jax.data.sources import DataError, get_source
 from transformer_jax.evaluate.evaluation import evaluate_split, score_line
-from transformer_jax.launch import cluster, logs, overrides
-from transformer_jax.launch.flags import JSON, WORKDIR
+from transformer_jax.launch import cluster, grid, logs, overrides
+from transformer_jax.launch.flags import CHECKPOINT, JSON, WORKDIR
 from transformer_jax.launch.overrides import describe_decoding
 
 SPLIT = flags.DEFINE_enum("split", None, ["dev", "test"],
                           "Split to translate and score (required): dev (Table 3) or test (Table 2).")
+GRID = flags.DEFINE_multi_string("grid", [], grid.HELP)
 for _name in ("workdir", "checkpoint", "json", *cluster.FLAG_NAMES):
     flags.declare_key_flag(_name)
 OVERRIDES = overrides.HELP
@@ -53,6 +56,9 @@ def main(argv: list[str]) -> None:
     logs.setup()
     if SPLIT.value is None:
         sys.exit("transformer-jax evaluate: --split is required: dev (Table 3) or test (Table 2).")
+    if GRID.value and SPLIT.value != grid.SPLIT:
+        sys.exit(f"transformer-jax evaluate: --grid chooses decoding settings, on the dev split only (§6.1); score "
+                 f"--split={SPLIT.value} once with the chosen --checkpoint and --config.decode.* instead.")
     config = overrides.run_config("evaluate")
     workdir = WORKDIR.value
     try:  # before restoring and decoding: the split's data, and the folder its scores go to
@@ -61,8 +67,11 @@ def main(argv: list[str]) -> None:
         field = f" (config.data.{SPLIT.value}_files of {workdir}/config.json)" if config.data.source == "text" else ""
         sys.exit(f"transformer-jax evaluate: the {SPLIT.value} split{field}: {e}")
     if not os.access(workdir, os.W_OK):
-        sys.exit(f"transformer-jax evaluate: {workdir} is not writable (translations_{SPLIT.value}.txt and "
-                 f"eval_{SPLIT.value}.json are written there).")
+        written = (os.path.basename(grid.grid_path(workdir)) if GRID.value else
+                   f"translations_{SPLIT.value}.txt and eval_{SPLIT.value}.json")
+        sys.exit(f"transformer-jax evaluate: {workdir} is not writable ({written} written there).")
+    if GRID.value:
+        return _grid(config)
     cluster.maybe_initialize()
     run = overrides.restore("evaluate")
     lead = jax.process_index() == 0  # every host decodes its share of each batch; the first one writes
@@ -79,3 +88,24 @@ def main(argv: list[str]) -> None:
         print(f"  wrote {os.path.join(workdir, f'translations_{SPLIT.value}.txt')} and "
               f"{os.path.join(workdir, f'eval_{SPLIT.value}.json')}")
     print(json.dumps(result))
+
+
+def _grid(config) -> None:
+    """``--grid``: every combination on dev, a table, the best as the last line (JSON)."""
+    decode_overrides = overrides.given()
+    try:
+        axes = grid.parse_axes(GRID.value, config, decode_overrides, flags.FLAGS["checkpoint"].present)
+    except ValueError as e:
+        sys.exit(f"transformer-jax evaluate: {e}")
+    cluster.maybe_initialize()
+    try:
+        records = grid.run_grid(WORKDIR.value, axes, CHECKPOINT.value, decode_overrides,
+                                progress=jax.process_index() == 0)
+    except (ValueError, DataError, OSError) as e:
+        sys.exit(f"transformer-jax evaluate: {e}")
+    if jax.process_index() != 0:
+        return
+    if not JSON.value:
+        print(grid.table(records))
+        print(f"  appended {len(records)} lines to {grid.grid_path(WORKDIR.value)} (best marked *)")
+    print(json.dumps(grid.best(records)))

@@ -7,6 +7,7 @@ the library.
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -284,6 +285,96 @@ def test_read_lines_keeps_every_line(tmp_path):
     path.write_bytes(b"ok\n\xff\xfe bad\n")
     with pytest.raises(ValueError, match="line 2: invalid UTF-8"):
         list(read_lines(str(path)))
+
+
+# --- evaluate --grid (launch/grid.py): decoding chosen on dev ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gridded(workdir, tmp_path_factory) -> dict:
+    """A 2 × 2 grid and a plain dev evaluation of one of its points, on a copy of the run, started together with
+    three refusals on the original: {name: CompletedProcess}, plus the copy's path."""
+    copy = str(tmp_path_factory.mktemp("grid") / "run")
+    shutil.copytree(workdir, copy)
+    for name in ("eval_dev.json", "decoding_dev.jsonl"):
+        if os.path.exists(os.path.join(copy, name)):
+            os.remove(os.path.join(copy, name))
+    commands = {
+        "grid": ["evaluate", f"--workdir={copy}", "--split=dev", "--grid=checkpoint=latest,300",
+                 "--grid=decode.beam_size=1,3", "--config.decode.length_penalty=1.0"],
+        "test_split": ["evaluate", f"--workdir={workdir}", "--split=test", "--grid=decode.beam_size=1,2"],
+        "missing": ["evaluate", f"--workdir={workdir}", "--split=dev", "--grid=checkpoint=latest,avg9"],
+        "conflict": ["evaluate", f"--workdir={workdir}", "--split=dev", "--grid=decode.beam_size=1,2",
+                     "--config.decode.beam_size=3"],
+    }
+    results = dict(zip(commands, clis(*commands.values()), strict=True))
+    # After the grid: the plain evaluation of its point (step 300, beam 3, α 1.0), for comparison.
+    results["plain"] = cli("evaluate", f"--workdir={copy}", "--split=dev", "--checkpoint=300",
+                           "--config.decode.beam_size=3", "--config.decode.length_penalty=1.0")
+    return {"copy": copy, **results}
+
+
+def test_a_grid_scores_every_combination_as_evaluate_would(gridded):
+    proc, copy = gridded["grid"], gridded["copy"]
+    assert proc.returncode == 0, proc.stderr
+    with open(os.path.join(copy, "decoding_dev.jsonl")) as f:
+        records = [json.loads(line) for line in f]
+    assert [r["grid"] for r in records] == [{"checkpoint": c, "decode.beam_size": b}
+                                            for c in ("latest", "300") for b in (1, 3)]
+    assert [(r["checkpoint"], r["beam_size"], r["length_penalty"]) for r in records] == [
+        (f"step {s}", b, 1.0) for s in (NUM_STEPS, 300) for b in (1, 3)]
+    assert len({r["sacrebleu"] for r in records}) > 1  # the settings reach the decoder
+    plain = json.loads(gridded["plain"].stdout.strip().splitlines()[-1])
+    point = records[3]
+    for key in ("sacrebleu", "sacrebleu_lowercase", "chrf", "tokenized_bleu", "num_sentences"):
+        assert point[key] == plain[key], key
+    best = max(records, key=lambda r: r["sacrebleu"])
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == best  # the last line: the best point
+    assert "| checkpoint | decode.beam_size | sacreBLEU |" in proc.stdout and proc.stdout.count(" * |") == 1
+
+
+def test_a_grid_writes_no_eval_json_or_translations(gridded):
+    """The grid ran first, on a copy without eval_dev.json; only the plain evaluate after it wrote one."""
+    with open(os.path.join(gridded["copy"], "eval_dev.json")) as f:
+        assert json.load(f)["checkpoint"] == "step 300"
+    assert "translations_dev.txt" not in gridded["grid"].stdout
+
+
+@pytest.mark.parametrize("name,message", [
+    ("test_split", "--grid chooses decoding settings, on the dev split only"),
+    ("missing", "Cannot average the last 9 checkpoints"),
+    ("conflict", "--grid=decode.beam_size=1,2 and --config.decode.beam_size both set"),
+])
+def test_a_grid_mistake_is_one_line_before_any_decoding(gridded, workdir, name, message):
+    assert message in one_line_error(gridded[name])
+    assert not os.path.exists(os.path.join(workdir, "decoding_dev.jsonl"))
+
+
+@pytest.mark.parametrize("specs,message", [
+    (["decode.beam_size"], "write NAME=V1,V2"),
+    (["decode.beam_size=1", "decode.beam_size=2"], "given twice"),
+    (["decode.beam_size=1,1"], "listed twice"),
+    (["decode.beam=1,2"], "NAME is checkpoint or a field of config.decode"),
+    (["model.d_model=32,64"], "NAME is checkpoint or a field of config.decode"),
+    (["decode.beam_size=four"], "'four' is not a int"),
+    (["checkpoint=last"], "bad checkpoint 'last'"),
+])
+def test_grid_specs_are_checked(run, specs, message):
+    from transformer_jax.launch import grid
+    with pytest.raises(ValueError, match=re.escape(message)):
+        grid.parse_axes(specs, run.config, {}, checkpoint_given=False)
+
+
+def test_grid_values_take_the_field_s_type_and_checkpoint_goes_first(run):
+    from transformer_jax.launch import grid
+    axes = grid.parse_axes(["decode.length_penalty=0.6,1", "decode.method=beam,greedy", "checkpoint=avg2,latest"],
+                           run.config, {}, checkpoint_given=False)
+    assert axes == [("checkpoint", ["avg2", "latest"]), ("decode.length_penalty", [0.6, 1.0]),
+                    ("decode.method", ["beam", "greedy"])]
+    assert isinstance(axes[1][1][1], float)
+    assert len(grid.combinations(axes)) == 8
+    with pytest.raises(ValueError, match="--checkpoint both name the checkpoint"):
+        grid.parse_axes(["checkpoint=latest"], run.config, {}, checkpoint_given=True)
 
 
 # --- decoding the trained model ----------------------------------------------------------------------------------

@@ -68,6 +68,12 @@ def _steps_for(spec: str, checkpointer: Checkpointer) -> list[int]:
     raise ValueError(f"Bad checkpoint {spec!r}: use latest, a step number, or avgN (e.g. avg5).")
 
 
+def named_steps(workdir: str, spec: str) -> list[int]:
+    """The checkpoint steps ``spec`` (latest, a step, avgN) names in ``workdir``, found without restoring any;
+    raises as :func:`restore_run` would (FileNotFoundError, ValueError)."""
+    return _steps_for(spec, Checkpointer.for_run(workdir, load_config(workdir).train))
+
+
 def _leaf_shapes(tree) -> dict[str, tuple]:
     """``{"decoder_layers/0/ffn/w_1": shape, ...}`` of a parameter tree."""
     def name(path) -> str:

@@ -1,0 +1,167 @@
+"""`transformer-jax evaluate --grid`: choose the decoding of a trained run on its dev split (§6.1).
+
+The paper's beam size 4 and length penalty α 0.6 "were chosen after experimentation on the development set"; so are
+the number of checkpoints averaged (last 5 for base, 20 for big). A grid names each axis once, as the field it sets::
+
+    transformer-jax evaluate --workdir=runs/base --split=dev \\
+        --grid=checkpoint=latest,avg5,avg10 --grid=decode.length_penalty=0.6,1.0,1.5 --grid=decode.beam_size=4,8
+
+Every combination is translated and scored (each checkpoint restored or averaged once), one JSON line per
+combination is appended to ``<workdir>/decoding_dev.jsonl`` (the run's record of every setting tried), and a table
+marks the best by sacreBLEU (F1 for a parsing run). The grid writes no eval_dev.json and no translations: the
+choice is then scored by a plain `evaluate` with that ``--checkpoint`` and ``--config.decode.*``, on the test split
+once. A grid on the test split is refused (it would choose on the test set).
+"""
+
+import dataclasses
+import itertools
+import json
+import logging
+import re
+from typing import Any
+
+import jax
+import ml_collections
+
+from transformer_jax.decode.restore import named_steps, restore_run
+from transformer_jax.evaluate.evaluation import evaluate_split, score_line
+from transformer_jax.launch.overrides import apply_to_run
+from transformer_jax.run import folder
+
+CHECKPOINT_AXIS = "checkpoint"
+SPLIT = "dev"  # the only split a grid may choose on
+HELP = ("evaluate: NAME=V1,V2,... (repeatable): translate the dev split with every combination, e.g. "
+        "--grid=checkpoint=latest,avg5 --grid=decode.length_penalty=0.6,1.0; NAME is checkpoint or a config.decode "
+        "field; results appended to <workdir>/decoding_dev.jsonl; dev only (§6.1).")
+
+logger = logging.getLogger(__name__)
+
+
+def grid_path(workdir: str, split: str = SPLIT) -> str:
+    return folder.path(workdir, f"decoding_{split}.jsonl")
+
+
+def _typed(name: str, text: str, current: Any) -> Any:
+    """``text`` as the type of the run's ``current`` value of config field ``name``."""
+    try:
+        if isinstance(current, bool):
+            if text.lower() not in ("true", "false"):
+                raise ValueError
+            return text.lower() == "true"
+        if isinstance(current, (int, float)):
+            number = float(text)
+            return int(number) if isinstance(current, int) and number.is_integer() and "." not in text else number
+        return text
+    except ValueError:
+        raise ValueError(f"--grid={name}=...: {text!r} is not a {type(current).__name__} (the type of config.{name} "
+                         "in the run's config.json).") from None
+
+
+def parse_axes(specs: list[str], config: ml_collections.ConfigDict, overridden: dict[str, Any],
+               checkpoint_given: bool) -> list[tuple[str, list]]:
+    """``[(name, values), ...]`` from the ``--grid`` flags, checkpoint first; raises ValueError naming the mistake.
+
+    ``overridden``: the command line's ``--config.decode.*`` overrides (an axis may not set one of them too);
+    ``checkpoint_given``: whether ``--checkpoint`` was given (then there is no checkpoint axis).
+    """
+    axes: dict[str, list] = {}
+    for spec in specs:
+        name, sep, values = spec.partition("=")
+        name = name.strip()
+        if not sep or not name or not values.strip(","):
+            raise ValueError(f"--grid={spec}: write NAME=V1,V2,... (e.g. --grid=decode.length_penalty=0.6,1.0).")
+        if name in axes:
+            raise ValueError(f"--grid: {name} is given twice; list all its values in one --grid={name}=V1,V2.")
+        texts = [v.strip() for v in values.split(",") if v.strip()]
+        if len(set(texts)) < len(texts):
+            raise ValueError(f"--grid={spec}: a value is listed twice.")
+        if name == CHECKPOINT_AXIS:
+            if checkpoint_given:
+                raise ValueError("--grid=checkpoint=... and --checkpoint both name the checkpoint; give one.")
+            for text in texts:
+                if not re.fullmatch(r"latest|\d+|avg\d+", text):
+                    raise ValueError(f"--grid={spec}: bad checkpoint {text!r}: use latest, a step number, or avgN.")
+            axes[name] = texts
+            continue
+        section, _, field = name.partition(".")
+        if section != "decode" or field not in config.decode:
+            raise ValueError(f"--grid={spec}: NAME is checkpoint or a field of config.decode "
+                             f"({', '.join(sorted(config.decode.keys()))}).")
+        if name in overridden:
+            raise ValueError(f"--grid={spec} and --config.{name} both set config.{name}; give one.")
+        axes[name] = [_typed(name, text, config.decode[field]) for text in texts]
+    ordered = sorted(axes.items(), key=lambda item: item[0] != CHECKPOINT_AXIS)  # restore each checkpoint once
+    return ordered
+
+
+def combinations(axes: list[tuple[str, list]]) -> list[dict[str, Any]]:
+    """Every combination of the axes' values, the first axis slowest: ``[{name: value, ...}, ...]``."""
+    names = [name for name, _ in axes]
+    return [dict(zip(names, values, strict=True)) for values in itertools.product(*(v for _, v in axes))]
+
+
+def score_key(result: dict) -> float:
+    """What the grid maximises: sacreBLEU, or F1 for a parsing run (§6.3)."""
+    return result["f1"] if "f1" in result else result["sacrebleu"]
+
+
+def run_grid(workdir: str, axes: list[tuple[str, list]], checkpoint: str, overrides: dict[str, Any],
+             command: str = "evaluate", progress: bool = True) -> list[dict]:
+    """Translates the dev split of ``workdir`` with every combination; returns (and appends) one record each.
+
+    ``checkpoint`` is used when there is no checkpoint axis; ``overrides`` (``--config.decode.*``) apply to every
+    combination. Every checkpoint and setting is checked before the first translation.
+    """
+    base = apply_to_run(folder.load_config(workdir), overrides, command)
+    points = combinations(axes)
+    specs = list(dict.fromkeys(p.get(CHECKPOINT_AXIS, checkpoint) for p in points))
+    for spec in specs:
+        named_steps(workdir, spec)
+    for point in points:  # a combination the config refuses (e.g. an unknown method) fails here, not mid-grid
+        apply_to_run(base, {**overrides, **_decode_fields(point)}, command)
+    lead = jax.process_index() == 0
+    records = []
+    for spec in specs:
+        run = restore_run(workdir, spec)
+        for point in (p for p in points if p.get(CHECKPOINT_AXIS, checkpoint) == spec):
+            config = apply_to_run(run.config, {**overrides, **_decode_fields(point)}, command)
+            logger.info("Grid point %d/%d: %s", len(records) + 1, len(points), _describe(point, spec))
+            result = evaluate_split(dataclasses.replace(run, config=config), workdir, SPLIT, progress=progress,
+                                    write=False)
+            result.pop("samples")
+            record = {"grid": {CHECKPOINT_AXIS: spec, **_decode_fields(point)}, **result}
+            if lead:
+                logger.info("%s", score_line(result))
+                with open(grid_path(workdir), "a") as f:
+                    f.write(json.dumps(record) + "\n")
+            records.append(record)
+    return records
+
+
+def _decode_fields(point: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in point.items() if name != CHECKPOINT_AXIS}
+
+
+def _describe(point: dict[str, Any], spec: str) -> str:
+    return ", ".join([f"checkpoint={spec}", *(f"{k}={v}" for k, v in _decode_fields(point).items())])
+
+
+def table(records: list[dict]) -> str:
+    """A Markdown table of the grid, one row per combination, the best marked with ``*``."""
+    names = list(records[0]["grid"])
+    parsing = "f1" in records[0]
+    scores = ["f1", "precision", "recall"] if parsing else ["sacrebleu", "sacrebleu_lowercase", "chrf", "tokenized_bleu"]
+    heads = [*names, *(["F1", "precision", "recall"] if parsing else
+                       ["sacreBLEU", "lowercased", "chrF", "tokenized BLEU"]), "seconds"]
+    best = max(range(len(records)), key=lambda i: score_key(records[i]))
+    lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+    for i, r in enumerate(records):
+        cells = [str(r["grid"][n]) for n in names] + [f"{r[s]:.2f}" for s in scores] + [f"{r['decode_seconds']:.0f}"]
+        if i == best:
+            cells[len(names)] = f"**{cells[len(names)]}** *"
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def best(records: list[dict]) -> dict:
+    return max(records, key=score_key)
