@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -180,8 +181,6 @@ def test_columns_that_say_nothing_are_left_out_and_notes_become_the_change_colum
 
 def test_a_finished_run_scored_on_dev_only_is_not_in_progress(tmp_path):
     """A recipe search scores dev only (sweep --eval_splits=dev): finished training + eval_dev.json is done."""
-    import shutil
-
     run = tmp_path / "D1"
     shutil.copytree(os.path.join(FIXTURES, "D1"), run)
     assert report.collect_run(str(run))["finished"]
@@ -213,6 +212,17 @@ def test_copied_run_records_give_the_same_table(tmp_path):
     copies = [str(out / "runs" / name) for name in RUNS]
     assert compare([*copies, f"--out={again}"]) == table
     assert compare([*copies, f"--out={out}"]) == table  # comparing the records into their own folder keeps them
+
+
+def test_a_decoding_grid_is_part_of_the_record(tmp_path):
+    """`evaluate --grid` appends every dev setting tried to decoding_dev.jsonl: the record keeps it (the choice of
+    checkpoint and α is part of a result), not the translations."""
+    run = tmp_path / "D1"
+    shutil.copytree(os.path.join(FIXTURES, "D1"), run)
+    (run / "decoding_dev.jsonl").write_text('{"grid": {"checkpoint": "avg5"}, "sacrebleu": 1.0}\n')
+    (run / "translations_dev.txt").write_text("a\n")
+    names = [os.path.basename(f) for f in folder.record_files(str(run))]
+    assert "decoding_dev.jsonl" in names and "translations_dev.txt" not in names and "eval_dev.json" in names
 
 
 def test_git_keeps_the_copied_records_and_ignores_the_run_folders():

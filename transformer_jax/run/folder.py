@@ -34,10 +34,12 @@ COMPUTE_ONLY_FIELDS = {"model": ("dtype", "attention_implementation")}
 
 def record_files(workdir: str) -> list[str]:
     """A run's record: the small files a results table is built from (config.json, metrics.jsonl,
-    provenance.jsonl, every eval_*.json), without checkpoints, vocabulary or translations. A folder holding only
+    provenance.jsonl, every eval_*.json and the decoding grids' decoding_*.jsonl), without checkpoints, vocabulary
+    or translations. A folder holding only
     these is a run for ``compare``, so results committed this way can be tabulated again after the run is gone."""
     names = [CONFIG_FILE, METRICS_FILE, PROVENANCE_FILE]
     names += sorted(n for n in os.listdir(workdir) if n.startswith("eval_") and n.endswith(".json"))
+    names += sorted(n for n in os.listdir(workdir) if n.startswith("decoding_") and n.endswith(".jsonl"))
     return [os.path.join(workdir, n) for n in names if os.path.isfile(os.path.join(workdir, n))]
 
 
