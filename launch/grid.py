@@ -1,7 +1,8 @@
 """`transformer-jax evaluate --grid`: choose the decoding of a trained run on its dev split (§6.1).
 
-The paper's beam size 4 and length penalty α 0.6 "were chosen after experimentation on the development set"; so are
-the number of checkpoints averaged (last 5 for base, 20 for big). A grid names each axis once, as the field it sets::
+The paper's beam size 4 and length penalty α 0.6 "were chosen after experimentation on the development set"; how
+many checkpoints to average (the paper: the last 5 for base, 20 for big) is a choice of the same kind. A grid names
+each axis once, as the field it sets::
 
     transformer-jax evaluate --workdir=runs/base --split=dev \\
         --grid=checkpoint=latest,avg5,avg10 --grid=decode.length_penalty=0.6,1.0,1.5 --grid=decode.beam_size=4,8
@@ -48,9 +49,10 @@ def _typed(name: str, text: str, current: Any) -> Any:
             if text.lower() not in ("true", "false"):
                 raise ValueError
             return text.lower() == "true"
-        if isinstance(current, (int, float)):
-            number = float(text)
-            return int(number) if isinstance(current, int) and number.is_integer() and "." not in text else number
+        if isinstance(current, int):
+            return int(text)
+        if isinstance(current, float):
+            return float(text)
         return text
     except ValueError:
         raise ValueError(f"--grid={name}=...: {text!r} is not a {type(current).__name__} (the type of config.{name} "

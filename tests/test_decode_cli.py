@@ -357,6 +357,7 @@ def test_a_grid_mistake_is_one_line_before_any_decoding(gridded, workdir, name, 
     (["decode.beam=1,2"], "NAME is checkpoint or a field of config.decode"),
     (["model.d_model=32,64"], "NAME is checkpoint or a field of config.decode"),
     (["decode.beam_size=four"], "'four' is not a int"),
+    (["decode.beam_size=4.5"], "'4.5' is not a int"),
     (["checkpoint=last"], "bad checkpoint 'last'"),
 ])
 def test_grid_specs_are_checked(run, specs, message):
