@@ -214,6 +214,22 @@ def test_copied_run_records_give_the_same_table(tmp_path):
     assert compare([*copies, f"--out={out}"]) == table  # comparing the records into their own folder keeps them
 
 
+def test_the_footnote_names_each_run_decoded_otherwise(tmp_path):
+    """A run scored with the α its decoding grid chose on dev (here 1.5) is named beside the common setting: a table
+    of BLEU scores made with different decodings says so."""
+    runs = []
+    for name in ("base", "custom", "D1"):
+        shutil.copytree(os.path.join(FIXTURES, name), tmp_path / name)
+        runs.append(report.collect_run(str(tmp_path / name)))
+    assert "decoded with beam 4, α 0.6, scored" in report.to_markdown(report.build_rows(runs))
+    path = tmp_path / "D1" / "eval_test.json"
+    scores = json.loads(path.read_text())
+    path.write_text(json.dumps({**scores, "length_penalty": 1.5}))
+    runs[2] = report.collect_run(str(tmp_path / "D1"))
+    table = report.to_markdown(report.build_rows(runs))
+    assert "decoded with beam 4, α 0.6 (except D1 (beam 4, α 1.5)), scored" in table
+
+
 def test_a_decoding_grid_is_part_of_the_record(tmp_path):
     """`evaluate --grid` appends every dev setting tried to decoding_dev.jsonl: the record keeps it (the choice of
     checkpoint and α is part of a result), not the translations."""

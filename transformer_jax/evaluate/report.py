@@ -111,8 +111,17 @@ def collect_run(workdir: str) -> dict:
         "test_tokenized_bleu": test.get("tokenized_bleu") if test else None,
         "signature": (test or dev or {}).get("signature"),
         "checkpoint": (test or dev or {}).get("checkpoint"),
+        "decoding": _decoding(test or dev or {}),
         "train_seconds": train_seconds(records),
     }
+
+
+def _decoding(scores: dict) -> str | None:
+    """How an eval JSON's translations were made, e.g. ``beam 4, α 0.6`` (None for a JSON without it)."""
+    method = scores.get("decode_method")
+    if method is None:
+        return None
+    return f"beam {scores['beam_size']}, α {scores['length_penalty']}" if method == "beam" else method
 
 
 def build_rows(runs: list[dict], paper: dict[str, dict] | None = None,
@@ -143,7 +152,7 @@ def build_rows(runs: list[dict], paper: dict[str, dict] | None = None,
             "paper_params_m": theirs.get("params_m"),
             "test_bleu": run["test_bleu"], "test_tokenized_bleu": run["test_tokenized_bleu"],
             "wall_time_s": run["train_seconds"], "signature": run["signature"], "checkpoint": run["checkpoint"],
-            "workdir": run["workdir"],
+            "decoding": run.get("decoding"), "workdir": run["workdir"],
         })
     return rows
 
@@ -197,11 +206,16 @@ def to_markdown(rows: list[dict]) -> str:
                 if (row.get("checkpoint") or "").startswith("avg")]
     scored = ("the last checkpoint (no averaging, as in Table 3)" if not averaged else
               "the last checkpoint, except averaged checkpoints for " + ", ".join(averaged))
+    decodings = [row.get("decoding") for row in rows if row.get("decoding")]
+    common = max(set(decodings), key=decodings.count) if decodings else None
+    others = [f"{row['run']} ({row['decoding']})" for row in rows if row.get("decoding") not in (None, common)]
+    how = "beam search" if common is None else (f"decoded with {common}" +
+                                                  (f" (except {', '.join(others)})" if others else ""))
     paper = (" paper: Table 3 (EN-DE newstest2013, base scale)." if ("paper_dev_bleu", "paper BLEU") in columns
              else "")
     window = " r: restricted self-attention window (0 = full)." if ("attention_window", "r") in columns else ""
     notes = ["", ("dev PPL: per word-piece on the dev split (latest evaluation in metrics.jsonl). BLEU: sacreBLEU "
-                  f"and the paper's tokenized compound-split BLEU (tok), beam search, scored with {scored}; dev "
+                  f"and the paper's tokenized compound-split BLEU (tok), {how}, scored with {scored}; dev "
                   f"BLEU from eval_dev.json, else the latest dev_bleu logged in training.{paper}{window} train "
                   "time: the training loop, summed over resumed segments.")]
     signatures = sorted({row["signature"] for row in rows if row["signature"]})
