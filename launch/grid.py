@@ -33,7 +33,7 @@ CHECKPOINT_AXIS = "checkpoint"
 SPLIT = "dev"  # the only split a grid may choose on
 HELP = ("evaluate: NAME=V1,V2,... (repeatable): translate the dev split with every combination, e.g. "
         "--grid=checkpoint=latest,avg5 --grid=decode.length_penalty=0.6,1.0; NAME is checkpoint or a config.decode "
-        "field; results appended to <workdir>/decoding_dev.jsonl; dev only (§6.1).")
+        "field; results appended to <workdir>/decoding_dev.jsonl; dev only (§6.1)")
 
 logger = logging.getLogger(__name__)
 
