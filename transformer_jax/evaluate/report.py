@@ -20,6 +20,7 @@ import csv
 import io
 import json
 import os
+from collections import Counter
 
 import ml_collections
 
@@ -207,7 +208,7 @@ def to_markdown(rows: list[dict]) -> str:
     scored = ("the last checkpoint (no averaging, as in Table 3)" if not averaged else
               "the last checkpoint, except averaged checkpoints for " + ", ".join(averaged))
     decodings = [row.get("decoding") for row in rows if row.get("decoding")]
-    common = max(set(decodings), key=decodings.count) if decodings else None
+    common = Counter(decodings).most_common(1)[0][0] if decodings else None  # ties: the first row's
     others = [f"{row['run']} ({row['decoding']})" for row in rows if row.get("decoding") not in (None, common)]
     how = "beam search" if common is None else (f"decoded with {common}" +
                                                   (f" (except {', '.join(others)})" if others else ""))
