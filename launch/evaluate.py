@@ -99,8 +99,7 @@ def _grid(config) -> None:
         sys.exit(f"transformer-jax evaluate: {e}")
     cluster.maybe_initialize()
     try:
-        records = grid.run_grid(WORKDIR.value, axes, CHECKPOINT.value, decode_overrides,
-                                progress=jax.process_index() == 0)
+        records = grid.run_grid(WORKDIR.value, config, axes, CHECKPOINT.value, progress=jax.process_index() == 0)
     except (ValueError, DataError, OSError) as e:
         sys.exit(f"transformer-jax evaluate: {e}")
     if jax.process_index() != 0:

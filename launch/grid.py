@@ -107,28 +107,29 @@ def score_key(result: dict) -> float:
     return result["f1"] if "f1" in result else result["sacrebleu"]
 
 
-def run_grid(workdir: str, axes: list[tuple[str, list]], checkpoint: str, overrides: dict[str, Any],
+def run_grid(workdir: str, config: ml_collections.ConfigDict, axes: list[tuple[str, list]], checkpoint: str,
              command: str = "evaluate", progress: bool = True) -> list[dict]:
     """Translates the dev split of ``workdir`` with every combination; returns (and appends) one record each.
 
-    ``checkpoint`` is used when there is no checkpoint axis; ``overrides`` (``--config.decode.*``) apply to every
-    combination. Every checkpoint and setting is checked before the first translation.
+    ``config`` is the run's config.json with the command line's ``--config.decode.*`` overrides applied (they hold
+    for every combination); ``checkpoint`` is used when there is no checkpoint axis. Every checkpoint and setting is
+    checked before the first translation.
     """
-    base = apply_to_run(folder.load_config(workdir), overrides, command)
     points = combinations(axes)
     specs = list(dict.fromkeys(p.get(CHECKPOINT_AXIS, checkpoint) for p in points))
     for spec in specs:
         named_steps(workdir, spec)
-    for point in points:  # a combination the config refuses (e.g. an unknown method) fails here, not mid-grid
-        apply_to_run(base, {**overrides, **_decode_fields(point)}, command)
+    # A combination the config refuses (e.g. an unknown method) fails here, not mid-grid.
+    configs = [apply_to_run(config, _decode_fields(point), command) for point in points]
     lead = jax.process_index() == 0
     records = []
     for spec in specs:
         run = restore_run(workdir, spec)
-        for point in (p for p in points if p.get(CHECKPOINT_AXIS, checkpoint) == spec):
-            config = apply_to_run(run.config, {**overrides, **_decode_fields(point)}, command)
+        for point, point_config in zip(points, configs, strict=True):
+            if point.get(CHECKPOINT_AXIS, checkpoint) != spec:
+                continue
             logger.info("Grid point %d/%d: %s", len(records) + 1, len(points), _describe(point, spec))
-            result = evaluate_split(dataclasses.replace(run, config=config), workdir, SPLIT, progress=progress,
+            result = evaluate_split(dataclasses.replace(run, config=point_config), workdir, SPLIT, progress=progress,
                                     write=False)
             result.pop("samples")
             record = {"grid": {CHECKPOINT_AXIS: spec, **_decode_fields(point)}, **result}
@@ -148,22 +149,28 @@ def _describe(point: dict[str, Any], spec: str) -> str:
     return ", ".join([f"checkpoint={spec}", *(f"{k}={v}" for k, v in _decode_fields(point).items())])
 
 
+# The score columns of the table: (key in a record, header), for translation and for parsing (§6.3).
+SCORE_COLUMNS = [("sacrebleu", "sacreBLEU"), ("sacrebleu_lowercase", "lowercased"), ("chrf", "chrF"),
+                 ("tokenized_bleu", "tokenized BLEU")]
+PARSING_COLUMNS = [("f1", "F1"), ("precision", "precision"), ("recall", "recall")]
+
+
 def table(records: list[dict]) -> str:
     """A Markdown table of the grid, one row per combination, the best marked with ``*``."""
     names = list(records[0]["grid"])
-    parsing = "f1" in records[0]
-    scores = ["f1", "precision", "recall"] if parsing else ["sacrebleu", "sacrebleu_lowercase", "chrf", "tokenized_bleu"]
-    heads = [*names, *(["F1", "precision", "recall"] if parsing else
-                       ["sacreBLEU", "lowercased", "chrF", "tokenized BLEU"]), "seconds"]
-    best = max(range(len(records)), key=lambda i: score_key(records[i]))
+    scores = PARSING_COLUMNS if "f1" in records[0] else SCORE_COLUMNS
+    heads = [*names, *(head for _, head in scores), "seconds"]
+    top = best(records)
     lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
-    for i, r in enumerate(records):
-        cells = [str(r["grid"][n]) for n in names] + [f"{r[s]:.2f}" for s in scores] + [f"{r['decode_seconds']:.0f}"]
-        if i == best:
+    for r in records:
+        cells = [str(r["grid"][n]) for n in names] + [f"{r[key]:.2f}" for key, _ in scores]
+        cells.append(f"{r['decode_seconds']:.0f}")
+        if r is top:
             cells[len(names)] = f"**{cells[len(names)]}** *"
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def best(records: list[dict]) -> dict:
+    """The record with the highest :func:`score_key` (the first of equals)."""
     return max(records, key=score_key)
