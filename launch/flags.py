@@ -4,13 +4,13 @@ A command takes a shared flag by naming it with ``flags.declare_key_flag`` (laun
 """
 
 import os
-import re
 
 from absl import flags
 from ml_collections import config_flags
 
 from transformer_jax import configs
 from transformer_jax.experiments import EXPERIMENTS
+from transformer_jax.run import checkpoint_spec
 
 CONFIGS_DIR = os.path.dirname(os.path.abspath(configs.__file__))
 DEMO_CONFIG = os.path.join(CONFIGS_DIR, "demo.py")
@@ -47,7 +47,11 @@ def check_eval_checkpoint(spec: str, train_config) -> None:
     against the steps the schedule saves and keeps (``checkpoint_every_steps``, ``keep_checkpoints``,
     ``num_steps``), so a mistake is found before training rather than after it.
     """
-    if spec == "latest":
+    try:
+        name = checkpoint_spec.parse(spec)
+    except ValueError:
+        raise ValueError(f"--eval_checkpoint={spec!r}: {checkpoint_spec.USAGE}.") from None
+    if name.kind == "latest":
         return
     from transformer_jax.run.checkpoints import planned_schedule  # here: `sweep --launcher=print` needs no orbax
 
@@ -56,19 +60,16 @@ def check_eval_checkpoint(spec: str, train_config) -> None:
     kept = planned_schedule(every, num_steps)[-keep:] if every else []  # [] = time-based saves: not known ahead
     where = (f"steps {'…, ' if len(kept) > 8 else ''}{', '.join(map(str, kept[-8:]))}; every {every} steps, "
              f"keep {keep}" if kept else f"keep {keep}, saved by time")
-    match = re.fullmatch(r"avg(\d+)", spec)
-    if spec.isdigit():
-        if int(spec) > num_steps or (kept and int(spec) not in kept):
+    if name.kind == "step":
+        if name.n > num_steps or (kept and name.n not in kept):
             raise ValueError(f"--eval_checkpoint={spec}: the run will keep no checkpoint at step {spec} ({where}); "
                              "use latest, avgN or one of those steps.")
-    elif match:
-        available = len(kept) if kept else keep
-        if not 1 <= int(match.group(1)) <= available:
-            raise ValueError(f"--eval_checkpoint={spec}: the run will keep {available} checkpoints on its step "
-                             f"schedule ({where}); use avgN with N <= {available}, or raise config.train.num_steps "
-                             "or config.train.keep_checkpoints.")
-    else:
-        raise ValueError(f"--eval_checkpoint={spec!r}: use latest, a step number, or avgN (e.g. avg5).")
+        return
+    available = len(kept) if kept else keep
+    if not 1 <= name.n <= available:
+        raise ValueError(f"--eval_checkpoint={spec}: the run will keep {available} checkpoints on its step "
+                         f"schedule ({where}); use avgN with N <= {available}, or raise config.train.num_steps "
+                         "or config.train.keep_checkpoints.")
 
 
 def config_names() -> list[str]:

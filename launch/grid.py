@@ -18,7 +18,6 @@ import dataclasses
 import itertools
 import json
 import logging
-import re
 from typing import Any
 
 import jax
@@ -27,7 +26,7 @@ import ml_collections
 from transformer_jax.decode.restore import named_steps, restore_run
 from transformer_jax.evaluate.evaluation import evaluate_split, score_line
 from transformer_jax.launch.overrides import apply_to_run
-from transformer_jax.run import folder
+from transformer_jax.run import checkpoint_spec, folder
 
 CHECKPOINT_AXIS = "checkpoint"
 SPLIT = "dev"  # the only split a grid may choose on
@@ -81,8 +80,10 @@ def parse_axes(specs: list[str], config: ml_collections.ConfigDict, overridden: 
             if checkpoint_given:
                 raise ValueError("--grid=checkpoint=... and --checkpoint both name the checkpoint; give one.")
             for text in texts:
-                if not re.fullmatch(r"latest|\d+|avg\d+", text):
-                    raise ValueError(f"--grid={spec}: bad checkpoint {text!r}: use latest, a step number, or avgN.")
+                try:
+                    checkpoint_spec.parse(text)
+                except ValueError:
+                    raise ValueError(f"--grid={spec}: bad checkpoint {text!r}: {checkpoint_spec.USAGE}.") from None
             axes[name] = texts
             continue
         section, _, field = name.partition(".")

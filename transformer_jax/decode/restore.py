@@ -13,7 +13,6 @@ import dataclasses
 import json
 import logging
 import os
-import re
 
 import jax
 import ml_collections
@@ -22,7 +21,7 @@ from flax import nnx
 
 from transformer_jax import sharding
 from transformer_jax.data.tokenizer import VOCAB_FILENAME, Tokenizer
-from transformer_jax.run import folder
+from transformer_jax.run import checkpoint_spec, folder
 from transformer_jax.run.checkpoints import CORRUPT_MARK, Checkpointer, average_params
 from transformer_jax.run.disk_errors import CorruptCheckpointError, DiskFullError, is_disk_full
 from transformer_jax.run.folder import load_config
@@ -51,21 +50,19 @@ def _steps_for(spec: str, checkpointer: Checkpointer) -> list[int]:
             raise FileNotFoundError(f"The run has no readable checkpoint in {checkpointer.directory} (set aside as "
                                     f"unreadable: {', '.join(set_aside)}).")
         raise FileNotFoundError("The run has no checkpoints yet.")
-    if spec == "latest":
+    name = checkpoint_spec.parse(spec)
+    if name.kind == "latest":
         return [steps[-1]]
-    if spec.isdigit():
-        if int(spec) not in steps:
+    if name.kind == "step":
+        if name.n not in steps:
             raise ValueError(f"No checkpoint at step {spec}; available: {', '.join(map(str, steps))}.")
-        return [int(spec)]
-    match = re.fullmatch(r"avg(\d+)", spec)
-    if match:
-        n, scheduled = int(match.group(1)), checkpointer.scheduled_steps()
-        if not 1 <= n <= len(scheduled):
-            raise ValueError(f"Cannot average the last {n} checkpoints: the run has {len(scheduled)} on its step "
-                             f"schedule (every {checkpointer.every_steps} steps: "
-                             f"{', '.join(map(str, scheduled)) or 'none yet'}).")
-        return scheduled[-n:]
-    raise ValueError(f"Bad checkpoint {spec!r}: use latest, a step number, or avgN (e.g. avg5).")
+        return [name.n]
+    scheduled = checkpointer.scheduled_steps()
+    if not 1 <= name.n <= len(scheduled):
+        raise ValueError(f"Cannot average the last {name.n} checkpoints: the run has {len(scheduled)} on its step "
+                         f"schedule (every {checkpointer.every_steps} steps: "
+                         f"{', '.join(map(str, scheduled)) or 'none yet'}).")
+    return scheduled[-name.n:]
 
 
 def named_steps(workdir: str, spec: str) -> list[int]:
@@ -123,7 +120,7 @@ def restore_run(workdir: str, checkpoint: str = "latest", mesh_config=None) -> R
             trees = [_restore_params(checkpointer, s, setup, workdir) for s in steps]
             break
         except CorruptCheckpointError as error:
-            if checkpoint.isdigit():  # the step asked for: nothing to fall back to
+            if checkpoint_spec.parse(checkpoint).kind == "step":  # the step asked for: nothing to fall back to
                 raise
             logger.warning("%s Using the checkpoints that remain for %s.", error, checkpoint)
     if len(trees) == 1:
