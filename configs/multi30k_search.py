@@ -24,6 +24,12 @@ def _tiny(**extra: object) -> rows.Row:
     return rows.setting({**fields, **extra})
 
 
+# base_ls2_9k_cd2k's fields, and the rows that add to them (their NOTES say "base_ls2_9k_cd2k with ...").
+_LS2_9K_CD2K = {"train.label_smoothing": 0.2, "train.num_steps": 9000, "train.cooldown_steps": 2000,
+                "train.eval_bleu": True}
+_LS2_DROP_9K_CD2K = {**_LS2_9K_CD2K, "model.attention_dropout_rate": 0.1, "model.relu_dropout_rate": 0.1,
+                     "train.eval_every_steps": 1000}
+
 ROWS: dict[str, rows.Row] = {
     "base": rows.setting({}),
     "tiny": _tiny(),
@@ -32,8 +38,7 @@ ROWS: dict[str, rows.Row] = {
     "tiny_8k_cd2k": _tiny(**{"train.num_steps": 8000, "train.cooldown_steps": 2000}),
     "tiny_cd1k": _tiny(**{"train.cooldown_steps": 1000}),
     "tiny_lr3_cd1k": _tiny(**{"train.cooldown_steps": 1000, "train.learning_rate_scale": 3.0}),
-    "base_ls2_9k_cd2k": rows.setting({"train.label_smoothing": 0.2, "train.num_steps": 9000, "train.cooldown_steps": 2000,
-                                      "train.eval_bleu": True}),
+    "base_ls2_9k_cd2k": rows.setting(_LS2_9K_CD2K),
     "base_ls2_4k_cd1k": rows.setting({"train.label_smoothing": 0.2, "data.tokens_per_batch": 4096,
                                       "train.learning_rate_scale": 0.85, "train.cooldown_steps": 1000,
                                       "train.eval_bleu": True}),
@@ -43,14 +48,8 @@ ROWS: dict[str, rows.Row] = {
     "base_ff2k_ls2_6k_cd1500": rows.setting({"model.d_ff": 2048, "train.label_smoothing": 0.2, "train.num_steps": 6000,
                                              "train.cooldown_steps": 1500, "train.eval_bleu": True,
                                              "train.eval_every_steps": 1000}),
-    "base_ls2_drop_9k_cd2k": rows.setting({"train.label_smoothing": 0.2, "model.attention_dropout_rate": 0.1,
-                                           "model.relu_dropout_rate": 0.1, "train.num_steps": 9000,
-                                           "train.cooldown_steps": 2000, "train.eval_bleu": True,
-                                           "train.eval_every_steps": 1000}),
-    "base_ls2_p3drop_9k_cd2k": rows.setting({"model.dropout_rate": 0.3, "train.label_smoothing": 0.2,
-                                             "model.attention_dropout_rate": 0.1, "model.relu_dropout_rate": 0.1,
-                                             "train.num_steps": 9000, "train.cooldown_steps": 2000,
-                                             "train.eval_bleu": True, "train.eval_every_steps": 1000}),
+    "base_ls2_drop_9k_cd2k": rows.setting(_LS2_DROP_9K_CD2K),
+    "base_ls2_p3drop_9k_cd2k": rows.setting({**_LS2_DROP_9K_CD2K, "model.dropout_rate": 0.3}),
 }
 NOTES = {
     "base": "configs/multi30k.py as committed: d 256, 3+3, h 4, d_ff 1024, P_drop 0.2, 2K tokens, 4500 steps",
