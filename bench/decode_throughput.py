@@ -29,6 +29,7 @@ from transformer_jax.data.tokenizer import EOS_ID
 from transformer_jax.decode.beam_search import beam_search
 from transformer_jax.decode.translate import make_decode_fn
 from transformer_jax.model.transformer import START_ID
+from transformer_jax.run import provenance
 from transformer_jax.train.step import init_state, make_setup
 
 
@@ -125,7 +126,7 @@ def main() -> None:
     args = ap.parse_args()
     peak = args.peak_gflops or matmul_peak_gflops()
     print(json.dumps({"matmul_peak_gflops": peak, "measured": args.peak_gflops is None,
-                      "devices": [str(d) for d in jax.devices()]}), flush=True)
+                      "devices": [str(d) for d in jax.devices()], "cpu_model": provenance.cpu_model()}), flush=True)
     results = []
     for name in args.shapes.split(","):
         r = bench_shape(name, args.batch, args.src_len, args.gen_len, args.beam, args.budget_s, args.tight_cache,
