@@ -69,6 +69,8 @@ def data_config() -> ml_collections.ConfigDict:
     d.shuffle_buffer = 100_000
     d.tokenizer_sample_size = 10_000_000  # sentences sampled (shuffled) to train SentencePiece.
     d.tokenizer_model_type = "bpe"
+    d.bpe_dropout = 0.0  # not the paper's (0 = off): BPE-dropout (Provilkov et al., 2020), each merge skipped with
+    # this probability in training, a new segmentation every epoch (data/bpe_dropout.py); needs the "bpe" type.
     d.synthetic = ml_collections.ConfigDict(dict(seed=0, train_size=100_000, dev_size=1_000, test_size=1_000))
     return d
 

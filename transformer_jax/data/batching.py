@@ -35,7 +35,7 @@ import bisect
 import dataclasses
 import logging
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -199,6 +199,9 @@ class TrainBatches(Iterator[Batch]):
         pack: pack several pairs per row (else one pair per row, padded).
         window: pairs per packing window (the shuffle/packing locality).
         fill_rates: expected real-token share of each bucket's rows (default: measured on the first window).
+        resample: ``epoch -> TokenizedPairs``, the same pairs segmented anew for that epoch (data/bpe_dropout.py);
+            every sample must fit ``max_length``. None = ``data`` in every epoch. Which pairs are kept is decided
+            on ``data``.
     """
 
     def __init__(
@@ -215,6 +218,7 @@ class TrainBatches(Iterator[Batch]):
         pack: bool = True,
         window: int = 100_000,
         fill_rates: Sequence[float] | None = None,
+        resample: Callable[[int], TokenizedPairs] | None = None,
     ):
         if not 0 <= process_index < process_count:
             raise DataError(f"process_index {process_index} is not in [0, {process_count}).")
@@ -241,6 +245,10 @@ class TrainBatches(Iterator[Batch]):
         if not len(self.valid_ids):
             raise DataError(f"No training pairs fit max_length={max_length} (of {len(data)} pairs).")
         self._data_fingerprint = f"{len(data)}:{len(self.valid_ids)}:{int(self._src_len.sum())}"
+        self._resample, self._data_epoch = resample, None
+        if resample is not None:
+            self._data_fingerprint += f":{getattr(resample, 'fingerprint', 'resampled')}"
+            self._use_epoch_data(0)
         if fill_rates is None:  # measured on the first window of epoch 0: the same on every host and restart
             first = self._permutation(0)[: self.window]
             packed = pack_window(first, self._src_len, self._tgt_len, self.buckets, self.pack)
@@ -299,6 +307,19 @@ class TrainBatches(Iterator[Batch]):
 
     # -- iteration ---------------------------------------------------------------------------------------------
 
+    def _use_epoch_data(self, epoch: int) -> None:
+        """Switches to ``resample(epoch)`` (once per epoch; plans and batches then use its lengths and ids)."""
+        if self._resample is None or self._data_epoch == epoch:
+            return
+        data = self._resample(epoch)
+        if len(data) != len(self._src_len):
+            raise DataError(f"Resampled epoch {epoch} has {len(data)} pairs, not {len(self._src_len)}.")
+        src_len, tgt_len = data.src_lengths, data.tgt_lengths
+        longest = max(int(src_len[self.valid_ids].max()), int(tgt_len[self.valid_ids].max()))
+        if longest > self.buckets[-1]:
+            raise DataError(f"Resampled epoch {epoch} has a pair of {longest} tokens, over max_length.")
+        self.data, self._src_len, self._tgt_len, self._data_epoch = data, src_len, tgt_len, epoch
+
     def _permutation(self, epoch: int) -> np.ndarray:
         return np.random.default_rng([self.seed, epoch]).permutation(self.valid_ids)
 
@@ -306,6 +327,7 @@ class TrainBatches(Iterator[Batch]):
         """Batches ``[(bucket, global rows)]`` of the current window, and the pairs carried to the next one."""
         if self._perm_epoch != self._epoch:
             self._perm, self._perm_epoch = self._permutation(self._epoch), self._epoch
+        self._use_epoch_data(self._epoch)
         chunk = self._perm[self._window * self.window : (self._window + 1) * self.window]
         ids = np.concatenate([self._carry, chunk])
         per_bucket = pack_window(ids, self._src_len, self._tgt_len, self.buckets, self.pack)

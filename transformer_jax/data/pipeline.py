@@ -29,6 +29,7 @@ import numpy as np
 from tqdm import tqdm
 
 from transformer_jax.data.batching import Batch, TokenizedPairs, TrainBatches, eval_batches
+from transformer_jax.data.bpe_dropout import BpeDropout
 from transformer_jax.data.sources import DataError, Source, get_source
 from transformer_jax.data.tokenizer import VOCAB_FILENAME, Tokenizer, sample_sentences
 
@@ -130,6 +131,14 @@ def train_iterator(
     _check_vocab(config, tokenizer)
     data = tokenized_split(config, tokenizer, "train", cache_dir)
     d = config.data
+    resample = None
+    rate = float(d.get("bpe_dropout", 0.0))
+    if rate:
+        if str(d.tokenizer_model_type) != "bpe":
+            raise DataError(f"config.data.bpe_dropout={rate} needs a BPE vocabulary, but "
+                            f"config.data.tokenizer_model_type is {d.tokenizer_model_type!r}.")
+        pairs = list(tqdm(get_source(d).pairs("train"), desc="BPE-dropout: reading the training texts", disable=None))
+        resample = BpeDropout(pairs, tokenizer, rate, int(config.seed), int(d.max_length), data)
     return TrainBatches(
         data,
         tokens_per_batch=int(d.tokens_per_batch),
@@ -141,6 +150,7 @@ def train_iterator(
         process_count=int(process_count),
         pack=bool(d.pack),
         window=int(d.shuffle_buffer),
+        resample=resample,
     )
 
 

@@ -206,9 +206,24 @@ class Tokenizer:
         """Encodes sentences (multi-threaded in C++); ``EOS_ID`` is appended to each."""
         return [ids + [EOS_ID] for ids in self._sp.encode([_escape(t) for t in texts], num_threads=num_threads)]
 
-    def encode_flat(self, texts: Sequence[str], num_threads: int = -1) -> tuple[np.ndarray, np.ndarray]:
-        """Encodes sentences into one flat int32 array (each followed by ``EOS_ID``) and their int32 lengths."""
-        pieces = self._sp.encode([_escape(t) for t in texts], num_threads=num_threads)
+    def encode_flat(
+        self, texts: Sequence[str], num_threads: int = -1, bpe_dropout: float = 0.0, seed: int = 0
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Encodes sentences into one flat int32 array (each followed by ``EOS_ID``) and their int32 lengths.
+
+        With ``bpe_dropout`` > 0 each merge of the BPE is skipped with that probability (BPE-dropout, Provilkov et
+        al., 2020; SentencePiece's sampling of a BPE model): another valid segmentation of the same text, which
+        :meth:`decode` turns back into it. The sample is a function of ``seed``: SentencePiece's generator is
+        process-wide, so it is reseeded here and the encoding runs on one thread (several threads draw from it in
+        no fixed order).
+        """
+        escaped = [_escape(t) for t in texts]
+        if bpe_dropout:
+            spm.set_random_generator_seed(int(seed) % 2**32)
+            pieces = self._sp.encode(escaped, enable_sampling=True, alpha=float(bpe_dropout), nbest_size=-1,
+                                     num_threads=1)
+        else:
+            pieces = self._sp.encode(escaped, num_threads=num_threads)
         lengths = np.fromiter((len(p) + 1 for p in pieces), dtype=np.int32, count=len(pieces))
         total = int(lengths.sum())
         flat = np.empty(total, dtype=np.int32)

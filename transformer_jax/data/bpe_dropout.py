@@ -1,0 +1,70 @@
+"""BPE-dropout: a new random segmentation of the training data every epoch (not in the paper).
+
+Provilkov, Emelianenko and Voita, "BPE-Dropout: Simple and Effective Subword Regularization" (ACL 2020): while
+training, each merge of the BPE is skipped with probability p, so a word is seen split in many ways and the model
+learns its pieces' composition; decoding and evaluation use the plain, deterministic segmentation. They report
++1 to +2 BLEU on small corpora (IWSLT) at p = 0.1. ``config.data.bpe_dropout`` is p (0 = off, the paper's §5.1).
+
+:class:`BpeDropout` maps an epoch to that epoch's tokenized training pairs. The sample is a pure function of
+``(seed, epoch)``, so :class:`~transformer_jax.data.batching.TrainBatches` resumes exactly and every host draws the
+same segmentation. A pair whose sampled segmentation is longer than ``max_length`` (either side) keeps its
+deterministic one, so the set of pairs trained on does not change from epoch to epoch. The texts stay in memory
+and each epoch is encoded again on one thread (about 1 s for Multi30k's 29K pairs): meant for small corpora.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from transformer_jax.data.batching import TokenizedPairs
+from transformer_jax.data.sources import DataError
+from transformer_jax.data.tokenizer import Tokenizer
+
+
+class BpeDropout:
+    """``epoch -> TokenizedPairs``: the training pairs segmented with BPE-dropout rate ``rate``.
+
+    Args:
+        pairs: the training ``(source, target)`` texts, in the order of ``deterministic``.
+        tokenizer: a BPE tokenizer (``config.data.tokenizer_model_type == "bpe"``).
+        rate: probability of skipping a merge, in (0, 1).
+        seed: data seed (``config.seed``).
+        max_length: longest pair kept by the batcher; longer samples fall back to ``deterministic``.
+        deterministic: the plain tokenization of ``pairs``.
+    """
+
+    def __init__(
+        self,
+        pairs: Sequence[tuple[str, str]],
+        tokenizer: Tokenizer,
+        rate: float,
+        seed: int,
+        max_length: int,
+        deterministic: TokenizedPairs,
+    ):
+        if not 0.0 < rate < 1.0:
+            raise DataError(f"config.data.bpe_dropout must be in [0, 1) (0 = off), got {rate}.")
+        if len(pairs) != len(deterministic):
+            raise DataError(f"BPE-dropout got {len(pairs)} training texts for {len(deterministic)} tokenized pairs.")
+        self.src_texts = [s for s, _ in pairs]
+        self.tgt_texts = [t for _, t in pairs]
+        self.tokenizer, self.rate, self.seed, self.max_length = tokenizer, float(rate), int(seed), int(max_length)
+        self.deterministic = deterministic
+        self.fingerprint = f"bpe_dropout={self.rate}"
+
+    def _seed(self, epoch: int, side: int) -> int:
+        return int(np.random.default_rng([self.seed, epoch, side]).integers(2**32))
+
+    def __call__(self, epoch: int) -> TokenizedPairs:
+        """The training pairs of ``epoch``, each side freshly sampled (pair ``i`` is still pair ``i``)."""
+        src = self.tokenizer.encode_flat(self.src_texts, bpe_dropout=self.rate, seed=self._seed(epoch, 0))
+        tgt = self.tokenizer.encode_flat(self.tgt_texts, bpe_dropout=self.rate, seed=self._seed(epoch, 1))
+        data = TokenizedPairs.from_chunks([src], [tgt], self.deterministic.num_skipped_empty)
+        too_long = (data.src_lengths > self.max_length) | (data.tgt_lengths > self.max_length)
+        if too_long.any():
+            pick = [self.deterministic if t else data for t in too_long.tolist()]
+            data = TokenizedPairs.from_lists([p.pair(i) for i, p in enumerate(pick)])
+            data.num_skipped_empty = self.deterministic.num_skipped_empty
+        return data
