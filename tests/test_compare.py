@@ -241,14 +241,23 @@ def test_a_decoding_grid_is_part_of_the_record(tmp_path):
     assert "decoding_dev.jsonl" in names and "translations_dev.txt" not in names and "eval_dev.json" in names
 
 
-def test_git_keeps_the_copied_records_and_ignores_the_run_folders():
+def test_git_keeps_the_copied_records_and_ignores_the_run_folders(tmp_path):
     """The records compare copies to experiments/results/<folder>/runs/ are meant to be committed; the training run
     folders under the repository's own runs/ are not. (A .gitignore line ``runs/`` matched both, so the records of
-    2026-12-01 were never committed.)"""
+    2026-12-01 were never committed; ``/runs/`` then missed a ``runs`` symlink to a folder outside the work tree.)
+    The repository's .gitignore is checked in a scratch repository, whatever this checkout's runs/ is."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    shutil.copy(os.path.join(REPO, ".gitignore"), tmp_path / ".gitignore")
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", tmp_path / "runs")
+
     def ignored(relative: str) -> bool:
-        proc = subprocess.run(["git", "check-ignore", "-q", "--no-index", relative], cwd=REPO, check=False)
+        proc = subprocess.run(["git", "check-ignore", "-q", "--no-index", relative], cwd=tmp_path, check=False)
         assert proc.returncode in (0, 1), f"git check-ignore failed on {relative}"
         return proc.returncode == 0
+
+    assert ignored("runs")  # the symlink itself
+    (tmp_path / "runs").unlink()
 
     assert not ignored("experiments/results/table3_multi30k/runs/C4/metrics.jsonl")
     assert not ignored("experiments/results/multi30k/search/runs/tiny/eval_dev.json")
