@@ -71,6 +71,7 @@ def data_config() -> ml_collections.ConfigDict:
     d.tokenizer_model_type = "bpe"
     d.bpe_dropout = 0.0  # not the paper's (0 = off): BPE-dropout (Provilkov et al., 2020), each merge skipped with
     # this probability in training, a new segmentation every epoch (data/bpe_dropout.py); needs the "bpe" type.
+    d.bpe_dropout_sides = "both"  # which sides BPE-dropout samples: both (Provilkov et al.) | source | target.
     d.synthetic = ml_collections.ConfigDict(dict(seed=0, train_size=100_000, dev_size=1_000, test_size=1_000))
     return d
 

@@ -62,6 +62,18 @@ def test_epochs_differ_pairs_stay_aligned(texts, tokenizer):
             assert (tokenizer.decode(src), tokenizer.decode(tgt)) == texts[i]
 
 
+@pytest.mark.parametrize("sides", ["source", "target"])
+def test_one_side_only(texts, tokenizer, sides):
+    plain = pipeline.tokenize_pairs(texts, tokenizer)
+    data = BpeDropout(texts, tokenizer, 0.1, 0, 128, plain, sides=sides)(3)
+    same, sampled = ("tgt", "src") if sides == "source" else ("src", "tgt")
+    assert np.array_equal(getattr(data, same), getattr(plain, same))
+    assert len(getattr(data, sampled)) > len(getattr(plain, sampled))
+    assert [tuple(tokenizer.decode(x) for x in data.pair(i)) for i in range(len(data))] == texts
+    with pytest.raises(DataError, match="bpe_dropout_sides must be one of both, source, target"):
+        BpeDropout(texts, tokenizer, 0.1, 0, 128, plain, sides="src")
+
+
 def test_too_long_samples_fall_back_to_the_plain_segmentation(texts, tokenizer):
     plain = pipeline.tokenize_pairs(texts, tokenizer)
     limit = int(np.percentile(np.maximum(plain.src_lengths, plain.tgt_lengths), 90))

@@ -138,7 +138,8 @@ def train_iterator(
             raise DataError(f"config.data.bpe_dropout={rate} needs a BPE vocabulary, but "
                             f"config.data.tokenizer_model_type is {d.tokenizer_model_type!r}.")
         pairs = list(tqdm(get_source(d).pairs("train"), desc="BPE-dropout: reading the training texts", disable=None))
-        resample = BpeDropout(pairs, tokenizer, rate, int(config.seed), int(d.max_length), data)
+        resample = BpeDropout(pairs, tokenizer, rate, int(config.seed), int(d.max_length), data,
+                              sides=str(d.get("bpe_dropout_sides", "both")))
     return TrainBatches(
         data,
         tokens_per_batch=int(d.tokens_per_batch),
