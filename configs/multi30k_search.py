@@ -106,8 +106,9 @@ NOTES = {
                                      "1000 more steps, a higher rate: no gain) and train NLL still ends far below "
                                      "dev's; a data regulariser at no step cost (1 s of encoding an epoch); sampled "
                                      "pieces are ~1.4x as many, so a step holds ~30% fewer sentences; max_length 96 "
-                                     "(buckets 12/24/48/96, no pair dropped) packs them at fill rate 0.86 where 128 gives 0.77 (the "
-                                     "plain data: 0.89), so a step costs ~4% more than the row's, not ~15%",
+                                     "(buckets 12/24/48/96, no pair dropped) packs them at fill rate 0.86 where 128 "
+                                     "gives 0.77 (the plain data: 0.89), so a step costs ~4% more than the row's, not "
+                                     "~15%",
     "base_ls2_drop_srcbpedrop_9k_cd2k": "base_ls2_drop_bpedrop_9k_cd2k with BPE-dropout on the source side only: "
                                         "sampling both sides left dev far behind the plain row (PPL 22.9 vs 8.2, "
                                         "BLEU 18.0 vs 35.0 at step 2000) as the decoder must also predict random "

@@ -8,8 +8,9 @@ learns its pieces' composition; decoding and evaluation use the plain, determini
 :class:`BpeDropout` maps an epoch to that epoch's tokenized training pairs. The sample is a pure function of
 ``(seed, epoch)``, so :class:`~transformer_jax.data.batching.TrainBatches` resumes exactly and every host draws the
 same segmentation. ``config.data.bpe_dropout_sides`` samples "both" sides (Provilkov et al.'s setting), only the
-"source" or only the "target"; a side not sampled keeps its plain segmentation. A pair whose sampled segmentation is longer than ``max_length`` (either side) keeps its
-deterministic one, so the set of pairs trained on does not change from epoch to epoch. The texts stay in memory
+"source" or only the "target"; a side not sampled keeps its plain segmentation. A pair whose sampled segmentation
+is longer than ``max_length`` (either side) keeps its deterministic one, so the set of pairs trained on does not
+change from epoch to epoch. The texts stay in memory
 and each epoch is encoded again on one thread (about 1 s for Multi30k's 29K pairs): meant for small corpora.
 """
 
@@ -72,10 +73,10 @@ class BpeDropout:
                if self.sides != "target" else (plain.src, plain.src_lengths))
         tgt = (self.tokenizer.encode_flat(self.tgt_texts, bpe_dropout=self.rate, seed=self._seed(epoch, 1))
                if self.sides != "source" else (plain.tgt, plain.tgt_lengths))
-        data = TokenizedPairs.from_chunks([src], [tgt], self.deterministic.num_skipped_empty)
+        data = TokenizedPairs.from_chunks([src], [tgt], plain.num_skipped_empty)
         too_long = (data.src_lengths > self.max_length) | (data.tgt_lengths > self.max_length)
         if too_long.any():
-            pick = [self.deterministic if t else data for t in too_long.tolist()]
+            pick = [plain if t else data for t in too_long.tolist()]
             data = TokenizedPairs.from_lists([p.pair(i) for i, p in enumerate(pick)])
-            data.num_skipped_empty = self.deterministic.num_skipped_empty
+            data.num_skipped_empty = plain.num_skipped_empty
         return data
