@@ -27,6 +27,8 @@ def model_config() -> ml_collections.ConfigDict:
     m.dropout_rate = 0.1  # §5.4: P_drop on sublayer outputs and embedding+position sums.
     m.attention_dropout_rate = 0.0  # The paper has none (tensor2tensor v1 also had 0).
     m.relu_dropout_rate = 0.0  # The paper has none.
+    m.dropout_rng = "threefry"  # the masks' random bits: threefry (jax.random) | hash (~8x cheaper on CPU, same
+    # keys; model/dropout.py). Not the paper's concern; changes which elements drop, not how many.
     m.positional = "sinusoidal"  # §3.5; "learned" is Table 3 row E; "none" shows order blindness.
     m.max_len = 512  # Length of the position table (learned) / longest sequence (sinusoidal).
     m.share_embeddings = True  # §3.4: one matrix for source, target and the pre-softmax projection.

@@ -39,11 +39,15 @@ def test_meshes_give_same_losses_shard_state_and_restore_across_meshes(tmp_path)
 
     # 1. Same training, any mesh: N steps (dropout on) give the one-device losses (fp32; only summation order differs).
     losses = out["losses"]
-    assert set(losses) == {"1", "8,1,1", "2,4,1", "2,2,2"}
+    assert set(losses) == {"1", "8,1,1", "2,4,1", "2,2,2", "hash 1", "hash 2,2,2"}
     reference = np.array(losses["1"])
     assert len(reference) == 3 and reference[-1] < reference[0]
-    for mesh, values in losses.items():
-        np.testing.assert_allclose(values, reference, rtol=1e-5, err_msg=f"mesh {mesh}")
+    for mesh in ("8,1,1", "2,4,1", "2,2,2"):
+        np.testing.assert_allclose(losses[mesh], reference, rtol=1e-5, err_msg=f"mesh {mesh}")
+    # model.dropout_rng="hash" numbers each element by its place in the whole array: the same masks on any mesh
+    # (other masks than threefry's, so other losses from the first step on).
+    np.testing.assert_allclose(losses["hash 2,2,2"], losses["hash 1"], rtol=1e-5)
+    assert np.abs(np.array(losses["hash 1"]) - reference).min() > 1e-4
 
     # 2. The state really is sharded as the logical-axis rules say (checked on the arrays the step returned).
     specs, shapes = out["specs"]["2,2,2"], out["shard_shapes"]["2,2,2"]

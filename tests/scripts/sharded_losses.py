@@ -6,7 +6,8 @@ starts::
     python tests/scripts/sharded_losses.py WORKDIR
 
 Prints ``{"losses": {mesh: [train loss per step]}, "specs": …, "shard_shapes": …, "sharded_init_equal": …,
-"cross_mesh": …}`` where mesh "1" is one device and the others (data, fsdp, tensor) over all 8.
+"cross_mesh": …}`` where mesh "1" is one device and the others (data, fsdp, tensor) over all 8; "hash …" are
+two of them with ``model.dropout_rng="hash"``.
 """
 
 import sys
@@ -24,8 +25,9 @@ from transformer_jax import sharding
 from transformer_jax.run.checkpoints import Checkpointer
 from transformer_jax.train.step import init_state, make_setup, make_train_step
 
-# name → ((data, fsdp, tensor) or None for the default, number of devices)
-MESHES = {"1": (None, 1), "8,1,1": ((8, 1, 1), 8), "2,4,1": ((2, 4, 1), 8), "2,2,2": ((2, 2, 2), 8)}
+# name → ((data, fsdp, tensor) or None for the default, number of devices, model.dropout_rng)
+MESHES = {"1": (None, 1, "threefry"), "8,1,1": ((8, 1, 1), 8, "threefry"), "2,4,1": ((2, 4, 1), 8, "threefry"),
+          "2,2,2": ((2, 2, 2), 8, "threefry"), "hash 1": (None, 1, "hash"), "hash 2,2,2": ((2, 2, 2), 8, "hash")}
 # A few parameters (and one Adam moment) whose shardings are reported: embed / heads / mlp / vocab axes.
 PICKS = {"embedding": ("params", "embedding", "table"),
          "w_q": ("params", "encoder_layers", 0, "self_attention", "w_q"),
@@ -48,8 +50,9 @@ def main(workdir: str) -> None:
     out = {"losses": {}, "specs": {}, "shard_shapes": {}}
     compiled = {}
     initial = None  # created once on one device, then placed on each mesh (compiling init per mesh costs seconds)
-    for name, (shape, num_devices) in MESHES.items():
+    for name, (shape, num_devices, generator) in MESHES.items():
         config = sharding_config(shape)
+        config.model.dropout_rng = generator
         mesh = sharding.make_mesh(config.train.mesh, devices=jax.devices()[:num_devices])
         setup = make_setup(config, mesh)
         with jax.set_mesh(mesh):

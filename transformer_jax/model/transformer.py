@@ -19,7 +19,7 @@ import ml_collections
 from flax import nnx
 
 from transformer_jax.model.attention import BandMask, Mask, band_or_dense_mask, beam_cache_mask, padding_mask
-from transformer_jax.model.dropout import dropout, fold
+from transformer_jax.model.dropout import dropout, fold, with_generator
 from transformer_jax.model.embedding import Embedding, PositionalEncoding
 from transformer_jax.model.layers import DecoderLayer, EncoderLayer, LayerNorm
 from transformer_jax.model.precision import compute_dtype
@@ -76,6 +76,9 @@ class Transformer(nnx.Module):
             self.encoder_norm = LayerNorm(m.d_model, m.layer_norm_epsilon, dtype)
             self.decoder_norm = LayerNorm(m.d_model, m.layer_norm_epsilon, dtype)
         self.dropout_rate = m.dropout_rate
+        # where the dropout masks' bits come from (model/dropout.py); folders written before the field: threefry
+        self.dropout_rng = str(m.get("dropout_rng", "threefry"))
+        with_generator(None, self.dropout_rng)  # rejects an unknown generator here, not at the first training step
         # (run folders written before the field existed have no attention_window: 0 = full, base.py's default)
         self.attention_window = int(m.get("attention_window", 0))
         if self.attention_window < 0:
@@ -90,6 +93,7 @@ class Transformer(nnx.Module):
     def encode(self, inputs: jax.Array, inputs_segmentation: jax.Array | None = None,
                inputs_position: jax.Array | None = None, dropout_key: jax.Array | None = None) -> jax.Array:
         """Encoder stack (§3.1): int [B, S] → memory [B, S, D]. ``dropout_key=None`` means no dropout."""
+        dropout_key = with_generator(dropout_key, self.dropout_rng)
         segmentation, position = _segments_and_positions(inputs, inputs_segmentation, inputs_position)
         x = self.source_positions(self.embeddings()[0](inputs), position)
         x = dropout(x, self.dropout_rate, fold(dropout_key, 0))  # §5.4: dropout on embedding + PE sums.
@@ -102,6 +106,7 @@ class Transformer(nnx.Module):
                       inputs_segmentation: jax.Array | None = None, targets_segmentation: jax.Array | None = None,
                       targets_position: jax.Array | None = None, dropout_key: jax.Array | None = None) -> jax.Array:
         """Teacher-forced decoder stack (§3.1) up to the pre-softmax projection: [B, T, D]."""
+        dropout_key = with_generator(dropout_key, self.dropout_rng)
         src_segmentation, _ = _segments_and_positions(inputs, inputs_segmentation, None)
         segmentation, position = _segments_and_positions(targets, targets_segmentation, targets_position)
         y = self.target_positions(self.embeddings()[1](shift_right(targets, position)), position)
