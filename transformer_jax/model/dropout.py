@@ -88,26 +88,25 @@ def dropout(x: jax.Array, rate: float, key: "jax.Array | DropoutKey | None") -> 
     """
     if key is None or rate == 0.0:
         return x
-    if isinstance(key, DropoutKey):
-        if key.generator == "hash":
-            return _hash_dropout(x, rate, key.key)
-        key = key.key
+    generator, key = (key.generator, key.key) if isinstance(key, DropoutKey) else ("threefry", key)
+    keep, scale = (_hash_keep if generator == "hash" else _threefry_keep)(key, x.shape, rate)
+    x = x.astype(jnp.promote_types(x.dtype, jnp.float32))  # no-op for float32
+    return jnp.where(keep, x * jnp.asarray(scale, x.dtype), jnp.zeros((), x.dtype))
+
+
+def _threefry_keep(key: jax.Array, shape: tuple[int, ...], rate: float) -> tuple[jax.Array, float]:
+    """The kept elements from 16 threefry bits each (one 32-bit word per two), and the inverse of P(keep)."""
     threshold = keep_threshold(rate)
-    *lead, last = x.shape
+    *lead, last = shape
     words = jax.random.bits(key, (*lead, (last + 1) // 2), jnp.uint32)  # one 32-bit word per two elements
     halves = jnp.stack([words & (_LEVELS - 1), words >> 16], axis=-1).reshape(*lead, -1)[..., :last]
-    x = x.astype(jnp.promote_types(x.dtype, jnp.float32))  # no-op for float32
-    scale = _LEVELS / threshold
-    return jnp.where(halves < threshold, x * jnp.asarray(scale, x.dtype), jnp.zeros((), x.dtype))
+    return halves < threshold, _LEVELS / threshold
 
 
-def _hash_dropout(x: jax.Array, rate: float, key: jax.Array) -> jax.Array:
-    """``dropout`` with one hashed 32-bit word an element: kept w.p. threshold / 2^32, scaled by its inverse."""
+def _hash_keep(key: jax.Array, shape: tuple[int, ...], rate: float) -> tuple[jax.Array, float]:
+    """The kept elements from one hashed 32-bit word each (P(keep) = threshold / 2^32), and its inverse."""
     threshold = min(round((1.0 - rate) * (1 << 32)), (1 << 32) - 1)
-    x = x.astype(jnp.promote_types(x.dtype, jnp.float32))
-    scale = (1 << 32) / threshold
-    keep = hash_bits(key, x.shape) < jnp.uint32(threshold)
-    return jnp.where(keep, x * jnp.asarray(scale, x.dtype), jnp.zeros((), x.dtype))
+    return hash_bits(key, shape) < jnp.uint32(threshold), (1 << 32) / threshold
 
 
 def fold(key: "jax.Array | DropoutKey | None", i: int) -> "jax.Array | DropoutKey | None":
