@@ -29,6 +29,7 @@ _LS2_9K_CD2K = {"train.label_smoothing": 0.2, "train.num_steps": 9000, "train.co
                 "train.eval_bleu": True}
 _LS2_DROP_9K_CD2K = {**_LS2_9K_CD2K, "model.attention_dropout_rate": 0.1, "model.relu_dropout_rate": 0.1,
                      "train.eval_every_steps": 1000}
+_LS2_DROP_HASH_9K_CD2K = {**_LS2_DROP_9K_CD2K, "model.dropout_rng": "hash"}
 
 ROWS: dict[str, rows.Row] = {
     "base": rows.setting({}),
@@ -56,12 +57,12 @@ ROWS: dict[str, rows.Row] = {
                                                     "data.max_length": 96}),
     "base_ls2_drop_srcbpedrop_9k_cd2k": rows.setting({**_LS2_DROP_9K_CD2K, "data.bpe_dropout": 0.1,
                                                        "data.bpe_dropout_sides": "source", "data.max_length": 80}),
-    "base_ls2_drop_hash_9k_cd2k": rows.setting({**_LS2_DROP_9K_CD2K, "model.dropout_rng": "hash"}),
-    "base_ff2k_ls2_drop_hash_8k_cd2k": rows.setting({**_LS2_DROP_9K_CD2K, "model.dropout_rng": "hash",
+    "base_ls2_drop_hash_9k_cd2k": rows.setting(_LS2_DROP_HASH_9K_CD2K),
+    "base_ff2k_ls2_drop_hash_8k_cd2k": rows.setting({**_LS2_DROP_HASH_9K_CD2K,
                                                       "model.d_ff": 2048, "train.num_steps": 8000}),
-    "base_v16k_ls2_drop_hash_9k_cd2k": rows.setting({**_LS2_DROP_9K_CD2K, "model.dropout_rng": "hash",
+    "base_v16k_ls2_drop_hash_9k_cd2k": rows.setting({**_LS2_DROP_HASH_9K_CD2K,
                                                       "model.vocab_size": 16000}),
-    "base_ls2_drop_hash_1k_18k_cd4k": rows.setting({**_LS2_DROP_9K_CD2K, "model.dropout_rng": "hash",
+    "base_ls2_drop_hash_1k_18k_cd4k": rows.setting({**_LS2_DROP_HASH_9K_CD2K,
                                                      "data.tokens_per_batch": 1024, "train.num_steps": 18000,
                                                      "train.warmup_steps": 1600, "train.cooldown_steps": 4000,
                                                      "train.eval_every_steps": 2000,
