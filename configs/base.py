@@ -89,6 +89,9 @@ def train_config() -> ml_collections.ConfigDict:
     t.adam_b2 = 0.98  # §5.3.
     t.adam_eps = 1e-9  # §5.3.
     t.label_smoothing = 0.1  # §5.4: ε_ls.
+    t.rdrop_alpha = 0.0  # not the paper's (0 = off): R-Drop (Liang et al., 2021): every row runs twice with
+    # independent dropout masks and α·½(KL(p₁‖p₂) + KL(p₂‖p₁)) is added to the loss (train/loss.py); a step then
+    # costs ~2x the compute of its tokens_per_batch real tokens.
     t.grad_accum_steps = 1  # micro-batches per optimizer step (tokens_per_batch is per step).
     t.grad_clip_norm = 0.0  # 0 = off (the paper has none).
     t.weight_decay = 0.0  # 0 = off (the paper has none).

@@ -93,3 +93,75 @@ def _fused_ce_bwd(label_smoothing, residuals, cotangents):
 
 _fused_ce = jax.custom_vjp(lambda h, t, y, w, ls: _fused_ce_fwd(h, t, y, w, ls)[0], nondiff_argnums=(4,))
 _fused_ce.defvjp(_fused_ce_fwd, _fused_ce_bwd)
+
+
+def projected_rdrop_sums(hidden: jax.Array, table: jax.Array, targets: jax.Array, label_smoothing: float,
+                         alpha: float) -> dict[str, jax.Array]:
+    """R-Drop (Liang et al., NeurIPS 2021; not the paper's): two dropout samples of each sentence, and the
+    symmetric KL divergence between their predictions added to the §5.4 loss, fused like
+    :func:`projected_cross_entropy_sums`.
+
+    For one target token with predictions p₁, p₂ (two passes through the model with independent dropout masks)
+    Liang et al. minimise ``CE₁ + CE₂ + α·½(KL(p₁‖p₂) + KL(p₂‖p₁))``. The sums returned are half of that over
+    the real tokens, so that ``loss / tokens`` is on the scale of the plain loss (the mean of the two label-smoothed
+    cross-entropies) plus ``α/2`` times the mean symmetric KL; ``nll`` is the mean of the two NLLs and ``kl`` the
+    sum of the symmetric KL (a metric). The backward pass forms d loss / d logits in one elementwise pass:
+    d KL(p₁‖p₂) / d z₁ = p₁ ⊙ (log p₁ - log p₂ - KL(p₁‖p₂)) and d KL(p₂‖p₁) / d z₁ = p₁ - p₂.
+
+    Args:
+      hidden: [B, 2, T, D] decoder outputs, [:, 0] and [:, 1] the two dropout samples of the same rows;
+      table: [V, D] (float32 parameters); targets: int [B, T] (0 = padding); alpha: the KL weight α.
+    """
+    weights = (targets != 0).astype(jnp.float32)
+    loss, nll, kl = _fused_rdrop(hidden, table, targets, weights, float(label_smoothing), float(alpha))
+    return {"loss": loss, "nll": nll, "tokens": weights.sum(), "kl": kl}
+
+
+def _rdrop_parts(hidden, table, targets, label_smoothing):
+    """Logits [B, 2, T, V], their log-sum-exp, and the per-copy smoothed CE and NLL [B, 2, T]."""
+    vocab_size = table.shape[0]
+    logits = jnp.einsum("bctd,vd->bctv", hidden, table.astype(hidden.dtype), preferred_element_type=jnp.float32)
+    confidence, low = smoothing_weights(vocab_size, label_smoothing)
+    lse = jax.nn.logsumexp(logits, axis=-1)
+    target_logit = jnp.take_along_axis(logits, targets[:, None, :, None], axis=-1)[..., 0]
+    nll = lse - target_logit
+    smoothed = (confidence * nll + low * (vocab_size * lse - logits.sum(-1) - nll)
+                - smoothed_targets_entropy(vocab_size, label_smoothing))
+    return logits, lse, smoothed, nll
+
+
+def _fused_rdrop_fwd(hidden, table, targets, weights, label_smoothing, alpha):
+    logits, lse, smoothed, nll = _rdrop_parts(hidden, table, targets, label_smoothing)
+    log_p = logits - lse[..., None]
+    kl = 0.5 * ((jnp.exp(log_p[:, 0]) - jnp.exp(log_p[:, 1])) * (log_p[:, 0] - log_p[:, 1])).sum(-1)  # [B, T]
+    w = weights[:, None, :]
+    kl_sum = (kl * weights).sum()
+    sums = (0.5 * (smoothed * w).sum() + 0.5 * alpha * kl_sum, 0.5 * (nll * w).sum(), kl_sum)
+    return sums, (hidden, table, targets, weights, logits, lse)
+
+
+def _fused_rdrop_bwd(label_smoothing, alpha, residuals, cotangents):
+    hidden, table, targets, weights, logits, lse = residuals
+    g_loss, g_nll, g_kl = cotangents
+    confidence, low = smoothing_weights(table.shape[0], label_smoothing)
+    log_p = logits - lse[..., None]
+    probs = jnp.exp(log_p)
+    diff = log_p[:, 0] - log_p[:, 1]  # log p₁ - log p₂, [B, T, V]
+    kl12 = (probs[:, 0] * diff).sum(-1, keepdims=True)
+    kl21 = -(probs[:, 1] * diff).sum(-1, keepdims=True)
+    gap = probs[:, 0] - probs[:, 1]
+    # d ½(KL₁₂ + KL₂₁) / d z₁ and / d z₂
+    d_kl = 0.5 * jnp.stack([probs[:, 0] * (diff - kl12) + gap, probs[:, 1] * (-diff - kl21) - gap], axis=1)
+    is_target = jax.lax.broadcasted_iota(jnp.int32, logits.shape, 3) == targets[:, None, :, None]
+    w = weights[:, None, :, None]
+    a, b, c = 0.5 * w * g_loss, 0.5 * w * g_nll, w * (0.5 * alpha * g_loss + g_kl)
+    d_logits = probs * (a + b) - a * low - jnp.where(is_target, a * (confidence - low) + b, 0.0) + c * d_kl
+    d_logits = d_logits.astype(hidden.dtype)
+    d_hidden = jnp.einsum("bctv,vd->bctd", d_logits, table.astype(hidden.dtype), preferred_element_type=jnp.float32)
+    d_table = jnp.einsum("bctv,bctd->vd", d_logits, hidden, preferred_element_type=jnp.float32)
+    return (d_hidden.astype(hidden.dtype), d_table.astype(table.dtype),
+            np.zeros(targets.shape, jax.dtypes.float0), jnp.zeros_like(weights))
+
+
+_fused_rdrop = jax.custom_vjp(lambda h, t, y, w, ls, a: _fused_rdrop_fwd(h, t, y, w, ls, a)[0], nondiff_argnums=(4, 5))
+_fused_rdrop.defvjp(_fused_rdrop_fwd, _fused_rdrop_bwd)

@@ -18,7 +18,7 @@ from jax.sharding import NamedSharding
 
 from transformer_jax import sharding
 from transformer_jax.model.dropout import fold
-from transformer_jax.train.loss import projected_cross_entropy_sums
+from transformer_jax.train.loss import projected_cross_entropy_sums, projected_rdrop_sums
 from transformer_jax.train.optimizer import make_optimizer, schedule_from_config
 
 
@@ -67,20 +67,32 @@ def init_state(setup: Setup) -> dict:
 
 
 def _model_sums(graphdef: nnx.GraphDef, params: dict, batch: dict, label_smoothing: float,
-                dropout_key: jax.Array | None) -> dict:
+                dropout_key: jax.Array | None, rdrop_alpha: float = 0.0) -> dict:
+    """Loss sums of one batch; with ``rdrop_alpha`` > 0 and dropout on, each row runs twice (R-Drop, loss.py):
+    ``jnp.repeat`` puts the two copies side by side on the row's own device, and the masks differ because they
+    are drawn for the doubled array."""
     model = nnx.merge(graphdef, params)
+    rdrop = rdrop_alpha > 0 and dropout_key is not None
+    targets = batch["targets"]
+    if rdrop:
+        batch = jax.tree.map(lambda x: jnp.repeat(x, 2, axis=0), batch)
     memory = model.encode(batch["inputs"], batch.get("inputs_segmentation"), batch.get("inputs_position"),
                           fold(dropout_key, 0))
     hidden = model.decode_hidden(batch["targets"], memory, batch["inputs"], batch.get("inputs_segmentation"),
                                  batch.get("targets_segmentation"), batch.get("targets_position"),
                                  fold(dropout_key, 1))
-    return projected_cross_entropy_sums(hidden, model.output_table(), batch["targets"], label_smoothing)
+    if rdrop:
+        hidden = hidden.reshape(targets.shape[0], 2, *hidden.shape[1:])
+        return projected_rdrop_sums(hidden, model.output_table(), targets, label_smoothing, rdrop_alpha)
+    return projected_cross_entropy_sums(hidden, model.output_table(), targets, label_smoothing)
 
 
 def make_train_step(setup: Setup) -> Callable[[dict, dict], tuple[dict, dict]]:
-    """The §5 update: label-smoothed loss over k micro-batches normalised by the step's global token count."""
+    """The §5 update: label-smoothed loss over k micro-batches normalised by the step's global token count
+    (plus R-Drop's KL term when ``train.rdrop_alpha`` > 0)."""
     config, graphdef, tx = setup.config, setup.graphdef, setup.optimizer
     accum, smoothing = config.train.grad_accum_steps, config.train.label_smoothing
+    rdrop_alpha = rdrop_alpha_from_config(config)
     schedule = schedule_from_config(config)
 
     def step_fn(state: dict, batch: dict) -> tuple[dict, dict]:
@@ -89,7 +101,7 @@ def make_train_step(setup: Setup) -> Callable[[dict, dict], tuple[dict, dict]]:
         total_tokens = jnp.maximum((batch["targets"] != 0).sum(), 1).astype(jnp.float32)
 
         def micro(params, micro_batch, micro_key):
-            sums = _model_sums(graphdef, params, micro_batch, smoothing, micro_key)
+            sums = _model_sums(graphdef, params, micro_batch, smoothing, micro_key, rdrop_alpha)
             return sums["loss"] / total_tokens, sums
 
         grad_fn = jax.grad(micro, has_aux=True)
@@ -105,7 +117,8 @@ def make_train_step(setup: Setup) -> Callable[[dict, dict], tuple[dict, dict]]:
                 g, s = grad_fn(params, mb, jax.random.fold_in(key, i))
                 return jax.tree.map(jnp.add, carry, (g, s)), None
 
-            zeros = jax.tree.map(jnp.zeros_like, (params, {"loss": 0.0, "nll": 0.0, "tokens": 0.0}))
+            sum_keys = ("loss", "nll", "tokens") + (("kl",) if rdrop_alpha > 0 else ())
+            zeros = jax.tree.map(jnp.zeros_like, (params, dict.fromkeys(sum_keys, 0.0)))
             zeros = (zeros[0], jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), zeros[1]))
             (grads, sums), _ = jax.lax.scan(body, zeros, (jnp.arange(accum), micro_batches))
         updates, opt_state = tx.update(grads, state["opt_state"], params)
@@ -118,11 +131,25 @@ def make_train_step(setup: Setup) -> Callable[[dict, dict], tuple[dict, dict]]:
                    "grad_norm": optax.tree.norm(grads),
                    # a finite loss can still come with a non-finite update: never checkpoint that
                    "params_finite": jnp.all(jnp.stack([jnp.isfinite(p).all() for p in jax.tree.leaves(new_params)]))}
+        if rdrop_alpha > 0:
+            metrics["train_rdrop_kl"] = sums["kl"] / total_tokens  # ½(KL(p₁‖p₂) + KL(p₂‖p₁)) a token
         return new_state, metrics
 
     batch_sharding = sharding.batch_sharding(setup.mesh)
     return jax.jit(step_fn, in_shardings=(setup.state_shardings, batch_sharding),
                    out_shardings=(setup.state_shardings, sharding.replicated(setup.mesh)), donate_argnums=0)
+
+
+def rdrop_alpha_from_config(config: ml_collections.ConfigDict) -> float:
+    """``train.rdrop_alpha`` (0 = off; configs written before it existed have none), checked."""
+    alpha = float(config.train.get("rdrop_alpha", 0.0))
+    if alpha < 0:
+        raise ValueError(f"train.rdrop_alpha must be >= 0 (0 = off), got {alpha}.")
+    if alpha > 0 and not any(config.model.get(k, 0.0) > 0 for k in
+                             ("dropout_rate", "attention_dropout_rate", "relu_dropout_rate")):
+        raise ValueError("train.rdrop_alpha > 0 compares two dropout samples, but every model dropout rate is 0: "
+                         "the two passes would be identical and the step would cost twice as much for nothing.")
+    return alpha
 
 
 def make_eval_step(setup: Setup) -> Callable[[dict, dict], dict]:

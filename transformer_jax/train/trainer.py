@@ -197,8 +197,9 @@ def _loop(p: _LoopParts, state: dict, step: int, stop_after: int | None) -> dict
             last.update(target_tokens_per_step=tokens / len(values),
                         source_tokens_per_step=sum(float(m["source_tokens"]) for m in values) / len(values))
             # losses averaged over the interval's tokens (one step's loss depends on its bucket's lengths)
-            for key in ("train_loss", "train_nll"):
-                last[key] = sum(float(m[key]) * float(m["target_tokens"]) for m in values) / max(tokens, 1.0)
+            for key in ("train_loss", "train_nll", "train_rdrop_kl"):
+                if key in last:
+                    last[key] = sum(float(m[key]) * float(m["target_tokens"]) for m in values) / max(tokens, 1.0)
             last.update(tokens_per_s=throughput.rate(tokens), fill_rate=p.batches.stats["fill_rate"],
                         elapsed_s=time.monotonic() - start_time)
             if log_now:
