@@ -41,7 +41,7 @@ from transformer_jax.data.tokenizer import EOS_ID
 from transformer_jax.decode.translate import make_decode_fn
 from transformer_jax.model.size import flops_per_target_token
 from transformer_jax.train.plan import layout_plan
-from transformer_jax.train.step import init_state, make_setup, make_train_step
+from transformer_jax.train.step import init_state, make_setup, make_train_step, passes_per_row
 
 VENDOR_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "cpu": None}  # dense, per chip
 NEWSTEST_SENTENCES = 3003  # newstest2014 EN-DE
@@ -123,7 +123,7 @@ def check_train(name: str, config, lengths: list[int], steps: int, peak_tflops: 
                 times.append(time.perf_counter() - tic)
             step_s = statistics.median(times)
             tokens = float(metrics["target_tokens"])
-            flops = flops_per_target_token(config.model, bucket.length) * tokens
+            flops = flops_per_target_token(config.model, bucket.length) * tokens * passes_per_row(config)
             mem = compiled.memory_analysis()
             emit({"check": "train", "config": name, "device": device_name(), "dtype": str(config.model.dtype),
                   "batch_shape": [bucket.rows, bucket.length], "real_target_tokens": tokens,

@@ -30,7 +30,7 @@ from transformer_jax import sharding
 from transformer_jax.model.size import flops_per_target_token
 from transformer_jax.run import folder, provenance
 from transformer_jax.run.metrics import read_metrics
-from transformer_jax.train.step import init_state, make_setup, make_train_step
+from transformer_jax.train.step import init_state, make_setup, make_train_step, passes_per_row
 
 
 def bench_shape(name: str, batch: int, length: int, dtype: str, budget_s: float, peak: float,
@@ -58,7 +58,7 @@ def bench_shape(name: str, batch: int, length: int, dtype: str, budget_s: float,
         ops = {"profile": profile_steps(run)} if profile else {}
     s = summary(times)
     tokens = batch * length
-    flops = flops_per_target_token(config.model, length) * tokens
+    flops = flops_per_target_token(config.model, length) * tokens * passes_per_row(config)
     return {"shape": name, "dtype": dtype, "batch": batch, "src_len": length, "tgt_len": length,
             "tokens_per_s": tokens / s["median_s"], "step_s": s["median_s"], "gflop_per_step": flops / 1e9,
             "mfu": flops / s["median_s"] / (peak * 1e9), "peak_gflops": peak, **s, **ops}

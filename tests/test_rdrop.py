@@ -9,7 +9,7 @@ import pytest
 import tiny_setup as tiny
 from transformer_jax import sharding
 from transformer_jax.train.loss import cross_entropy_sums, projected_cross_entropy_sums, projected_rdrop_sums
-from transformer_jax.train.step import init_state, make_setup, make_train_step, rdrop_alpha_from_config
+from transformer_jax.train.step import init_state, make_setup, make_train_step, passes_per_row, rdrop_alpha_from_config
 
 K = jax.random.split(jax.random.PRNGKey(0), 3)
 HIDDEN = jax.random.normal(K[0], (3, 2, 5, 8))  # [B, copies, T, D]
@@ -97,5 +97,7 @@ def test_rdrop_settings_are_checked():
         rdrop_alpha_from_config(config)
     config.model.relu_dropout_rate = 0.1
     assert rdrop_alpha_from_config(config) == 1.0
+    assert passes_per_row(config) == 2  # the benchmarks' FLOPs per real token double
     del config.train["rdrop_alpha"]  # a config saved before the field existed
     assert rdrop_alpha_from_config(config) == 0.0
+    assert passes_per_row(config) == 1

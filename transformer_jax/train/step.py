@@ -152,6 +152,11 @@ def rdrop_alpha_from_config(config: ml_collections.ConfigDict) -> float:
     return alpha
 
 
+def passes_per_row(config: ml_collections.ConfigDict) -> int:
+    """Forward/backward passes a training row costs: 2 under R-Drop, else 1 (FLOPs per real token scale by it)."""
+    return 2 if rdrop_alpha_from_config(config) > 0 else 1
+
+
 def make_eval_step(setup: Setup) -> Callable[[dict, dict], dict]:
     """Sums of loss, NLL and tokens over one batch, without dropout (dev loss / perplexity)."""
     graphdef, smoothing = setup.graphdef, setup.config.train.label_smoothing
