@@ -1,11 +1,13 @@
 """The fused projection + label-smoothed loss (train/loss.py) equals the plain composition, value and gradient."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from transformer_jax.train.loss import cross_entropy_sums, projected_cross_entropy_sums
+from transformer_jax.train.loss import cross_entropy_sums, projected_cross_entropy_sums, projected_rdrop_sums
 
 
 @pytest.mark.parametrize("label_smoothing", [0.0, 0.1, 0.3])
@@ -30,3 +32,21 @@ def test_fused_projection_loss_matches_reference(label_smoothing):
     assert float(s2["tokens"]) == 10.0
     for a, b in zip(g1, g2):
         np.testing.assert_allclose(b, a, atol=2e-6)
+
+
+@pytest.mark.parametrize("rdrop", [False, True])
+def test_fused_backward_never_transposes_the_logits_gradient(rdrop):
+    """The backward pass contracts d logits [tokens, V] where it lies: a [V, tokens] copy of it (what XLA's CPU
+    backend emitted for R-Drop's ``d_logitsᵀ · hidden`` einsum, ~10% of a Multi30k step) must not appear."""
+    vocab, tokens, d = 96, 48, 16
+    table = jnp.ones((vocab, d))
+    if rdrop:
+        hidden, targets = jnp.ones((4, 2, 6, d)), jnp.ones((4, 6), jnp.int32)
+        sums = lambda h, w: projected_rdrop_sums(h, w, targets, 0.1, 5.0)
+    else:
+        hidden, targets = jnp.ones((8, 6, d)), jnp.ones((8, 6), jnp.int32)
+        sums = lambda h, w: projected_cross_entropy_sums(h, w, targets, 0.1)
+    grad = jax.jit(jax.grad(lambda h, w: sums(h, w)["loss"], argnums=(0, 1)))
+    hlo = grad.lower(hidden, table).compile().as_text()
+    assert re.search(rf"= f32\[{tokens},{vocab}\]", hlo)  # the gradient itself is there, in its own layout
+    assert not re.search(rf"= f32\[{vocab},{tokens}\]", hlo)

@@ -84,11 +84,23 @@ def _fused_ce_bwd(label_smoothing, residuals, cotangents):
     # d smoothed/d logits = p - q with q = low + (confidence - low)·onehot; d nll/d logits = p - onehot.
     a, b = (weights * g_loss)[:, None], (weights * g_nll)[:, None]
     d_logits = probs * (a + b) - a * low - jnp.where(is_target, a * (confidence - low) + b, 0.0)
-    d_logits = d_logits.astype(hidden.dtype)
-    d_hidden = jnp.dot(d_logits, table.astype(hidden.dtype), preferred_element_type=jnp.float32)
-    d_table = jnp.dot(hidden.T, d_logits, preferred_element_type=jnp.float32).T
-    return (d_hidden.astype(hidden.dtype), d_table.astype(table.dtype),
-            np.zeros(targets.shape, jax.dtypes.float0), jnp.zeros_like(weights))
+    d_hidden, d_table = _projection_grads(d_logits, hidden, table)
+    return d_hidden, d_table, np.zeros(targets.shape, jax.dtypes.float0), jnp.zeros_like(weights)
+
+
+def _projection_grads(d_logits: jax.Array, hidden: jax.Array, table: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(d hidden, d table) of ``logits = hidden · tableᵀ`` from d logits [..., V], hidden [..., D].
+
+    d table is formed as ``(hiddenᵀ · d_logits)ᵀ``: XLA's CPU backend then transposes the small [D, V] result,
+    where ``d_logitsᵀ · hidden`` makes it copy the [tokens, V] gradient into a transposed layout first (on a
+    Multi30k step that copy was ~10% of the time).
+    """
+    d = hidden.shape[-1]
+    flat_hidden = hidden.reshape(-1, d)
+    flat_d_logits = d_logits.astype(hidden.dtype).reshape(flat_hidden.shape[0], -1)
+    d_hidden = jnp.dot(flat_d_logits, table.astype(hidden.dtype), preferred_element_type=jnp.float32)
+    d_table = jnp.dot(flat_hidden.T, flat_d_logits, preferred_element_type=jnp.float32).T
+    return d_hidden.reshape(hidden.shape).astype(hidden.dtype), d_table.astype(table.dtype)
 
 
 _fused_ce = jax.custom_vjp(lambda h, t, y, w, ls: _fused_ce_fwd(h, t, y, w, ls)[0], nondiff_argnums=(4,))
@@ -156,11 +168,8 @@ def _fused_rdrop_bwd(label_smoothing, alpha, residuals, cotangents):
     w = weights[:, None, :, None]
     a, b, c = 0.5 * w * g_loss, 0.5 * w * g_nll, w * (0.5 * alpha * g_loss + g_kl)
     d_logits = probs * (a + b) - a * low - jnp.where(is_target, a * (confidence - low) + b, 0.0) + c * d_kl
-    d_logits = d_logits.astype(hidden.dtype)
-    d_hidden = jnp.einsum("bctv,vd->bctd", d_logits, table.astype(hidden.dtype), preferred_element_type=jnp.float32)
-    d_table = jnp.einsum("bctv,bctd->vd", d_logits, hidden, preferred_element_type=jnp.float32)
-    return (d_hidden.astype(hidden.dtype), d_table.astype(table.dtype),
-            np.zeros(targets.shape, jax.dtypes.float0), jnp.zeros_like(weights))
+    d_hidden, d_table = _projection_grads(d_logits, hidden, table)
+    return d_hidden, d_table, np.zeros(targets.shape, jax.dtypes.float0), jnp.zeros_like(weights)
 
 
 _fused_rdrop = jax.custom_vjp(lambda h, t, y, w, ls, a: _fused_rdrop_fwd(h, t, y, w, ls, a)[0], nondiff_argnums=(4, 5))
