@@ -62,15 +62,32 @@ def projected_cross_entropy_sums(hidden: jax.Array, table: jax.Array, targets: j
     return {"loss": loss, "nll": nll, "tokens": weights.sum()}
 
 
+def _smoothed_ce_terms(logits: jax.Array, targets: jax.Array,
+                       label_smoothing: float) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(log-sum-exp, smoothed CE minus the targets' entropy, NLL) of float32 logits [..., V], each [...]; targets
+    int, broadcastable to [...]."""
+    vocab_size = logits.shape[-1]
+    confidence, low = smoothing_weights(vocab_size, label_smoothing)
+    lse = jax.nn.logsumexp(logits, axis=-1)
+    nll = lse - jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
+    # Σ_v -log p_v = V·lse - Σ_v logits_v
+    smoothed = (confidence * nll + low * (vocab_size * lse - logits.sum(-1) - nll)
+                - smoothed_targets_entropy(vocab_size, label_smoothing))
+    return lse, smoothed, nll
+
+
+def _smoothed_ce_logits_grad(probs: jax.Array, targets: jax.Array, a: jax.Array, b: jax.Array,
+                             label_smoothing: float) -> jax.Array:
+    """d (a·smoothed + b·nll) / d logits in one elementwise pass, for probs [..., V] and targets broadcastable to
+    [...]: d smoothed / d logits = p - q with q = low + (confidence - low)·onehot; d nll / d logits = p - onehot."""
+    confidence, low = smoothing_weights(probs.shape[-1], label_smoothing)
+    is_target = jax.lax.broadcasted_iota(jnp.int32, probs.shape, probs.ndim - 1) == targets[..., None]
+    return probs * (a + b) - a * low - jnp.where(is_target, a * (confidence - low) + b, 0.0)
+
+
 def _fused_ce_fwd(hidden, table, targets, weights, label_smoothing):
     logits = jnp.einsum("nd,vd->nv", hidden, table.astype(hidden.dtype), preferred_element_type=jnp.float32)
-    confidence, low = smoothing_weights(table.shape[0], label_smoothing)
-    entropy = smoothed_targets_entropy(table.shape[0], label_smoothing)
-    lse = jax.nn.logsumexp(logits, axis=-1)  # [N]
-    target_logit = jnp.take_along_axis(logits, targets[:, None], axis=-1)[:, 0]
-    nll = lse - target_logit
-    # Σ_v -log p_v = V·lse - Σ_v logits_v
-    smoothed = confidence * nll + low * (table.shape[0] * lse - logits.sum(-1) - nll) - entropy
+    lse, smoothed, nll = _smoothed_ce_terms(logits, targets, label_smoothing)  # [N] each
     sums = ((smoothed * weights).sum(), (nll * weights).sum())
     return sums, (hidden, table, targets, weights, logits, lse)
 
@@ -78,12 +95,9 @@ def _fused_ce_fwd(hidden, table, targets, weights, label_smoothing):
 def _fused_ce_bwd(label_smoothing, residuals, cotangents):
     hidden, table, targets, weights, logits, lse = residuals
     g_loss, g_nll = cotangents
-    confidence, low = smoothing_weights(table.shape[0], label_smoothing)
     probs = jnp.exp(logits - lse[:, None])
-    is_target = jax.lax.broadcasted_iota(jnp.int32, logits.shape, 1) == targets[:, None]
-    # d smoothed/d logits = p - q with q = low + (confidence - low)·onehot; d nll/d logits = p - onehot.
     a, b = (weights * g_loss)[:, None], (weights * g_nll)[:, None]
-    d_logits = probs * (a + b) - a * low - jnp.where(is_target, a * (confidence - low) + b, 0.0)
+    d_logits = _smoothed_ce_logits_grad(probs, targets, a, b, label_smoothing)
     d_hidden, d_table = _projection_grads(d_logits, hidden, table)
     return d_hidden, d_table, np.zeros(targets.shape, jax.dtypes.float0), jnp.zeros_like(weights)
 
@@ -129,21 +143,9 @@ def projected_rdrop_sums(hidden: jax.Array, table: jax.Array, targets: jax.Array
     return {"loss": loss, "nll": nll, "tokens": weights.sum(), "kl": kl}
 
 
-def _rdrop_parts(hidden, table, targets, label_smoothing):
-    """Logits [B, 2, T, V], their log-sum-exp, and the per-copy smoothed CE and NLL [B, 2, T]."""
-    vocab_size = table.shape[0]
-    logits = jnp.einsum("bctd,vd->bctv", hidden, table.astype(hidden.dtype), preferred_element_type=jnp.float32)
-    confidence, low = smoothing_weights(vocab_size, label_smoothing)
-    lse = jax.nn.logsumexp(logits, axis=-1)
-    target_logit = jnp.take_along_axis(logits, targets[:, None, :, None], axis=-1)[..., 0]
-    nll = lse - target_logit
-    smoothed = (confidence * nll + low * (vocab_size * lse - logits.sum(-1) - nll)
-                - smoothed_targets_entropy(vocab_size, label_smoothing))
-    return logits, lse, smoothed, nll
-
-
 def _fused_rdrop_fwd(hidden, table, targets, weights, label_smoothing, alpha):
-    logits, lse, smoothed, nll = _rdrop_parts(hidden, table, targets, label_smoothing)
+    logits = jnp.einsum("bctd,vd->bctv", hidden, table.astype(hidden.dtype), preferred_element_type=jnp.float32)
+    lse, smoothed, nll = _smoothed_ce_terms(logits, targets[:, None], label_smoothing)  # [B, 2, T] each
     log_p = logits - lse[..., None]
     kl = 0.5 * ((jnp.exp(log_p[:, 0]) - jnp.exp(log_p[:, 1])) * (log_p[:, 0] - log_p[:, 1])).sum(-1)  # [B, T]
     w = weights[:, None, :]
@@ -155,7 +157,6 @@ def _fused_rdrop_fwd(hidden, table, targets, weights, label_smoothing, alpha):
 def _fused_rdrop_bwd(label_smoothing, alpha, residuals, cotangents):
     hidden, table, targets, weights, logits, lse = residuals
     g_loss, g_nll, g_kl = cotangents
-    confidence, low = smoothing_weights(table.shape[0], label_smoothing)
     log_p = logits - lse[..., None]
     probs = jnp.exp(log_p)
     diff = log_p[:, 0] - log_p[:, 1]  # log p₁ - log p₂, [B, T, V]
@@ -164,10 +165,9 @@ def _fused_rdrop_bwd(label_smoothing, alpha, residuals, cotangents):
     gap = probs[:, 0] - probs[:, 1]
     # d ½(KL₁₂ + KL₂₁) / d z₁ and / d z₂
     d_kl = 0.5 * jnp.stack([probs[:, 0] * (diff - kl12) + gap, probs[:, 1] * (-diff - kl21) - gap], axis=1)
-    is_target = jax.lax.broadcasted_iota(jnp.int32, logits.shape, 3) == targets[:, None, :, None]
     w = weights[:, None, :, None]
     a, b, c = 0.5 * w * g_loss, 0.5 * w * g_nll, w * (0.5 * alpha * g_loss + g_kl)
-    d_logits = probs * (a + b) - a * low - jnp.where(is_target, a * (confidence - low) + b, 0.0) + c * d_kl
+    d_logits = _smoothed_ce_logits_grad(probs, targets[:, None], a, b, label_smoothing) + c * d_kl
     d_hidden, d_table = _projection_grads(d_logits, hidden, table)
     return d_hidden, d_table, np.zeros(targets.shape, jax.dtypes.float0), jnp.zeros_like(weights)
 
