@@ -30,6 +30,7 @@ _LS2_9K_CD2K = {"train.label_smoothing": 0.2, "train.num_steps": 9000, "train.co
 _LS2_DROP_9K_CD2K = {**_LS2_9K_CD2K, "model.attention_dropout_rate": 0.1, "model.relu_dropout_rate": 0.1,
                      "train.eval_every_steps": 1000}
 _LS2_DROP_HASH_9K_CD2K = {**_LS2_DROP_9K_CD2K, "model.dropout_rng": "hash"}
+_LS3_DROP_HASH_9K_CD2K = {**_LS2_DROP_HASH_9K_CD2K, "train.label_smoothing": 0.3}
 
 ROWS: dict[str, rows.Row] = {
     "base": rows.setting({}),
@@ -68,14 +69,13 @@ ROWS: dict[str, rows.Row] = {
                                                      "train.eval_every_steps": 2000,
                                                      "train.checkpoint_every_steps": 1000,
                                                      "train.log_every_steps": 100}),
-    "base_ls3_drop_hash_9k_cd2k": rows.setting({**_LS2_DROP_HASH_9K_CD2K, "train.label_smoothing": 0.3}),
+    "base_ls3_drop_hash_9k_cd2k": rows.setting(_LS3_DROP_HASH_9K_CD2K),
     "base_ls2_drop_hash_rd5_1k_9k_cd2k": rows.setting({**_LS2_DROP_HASH_9K_CD2K, "train.rdrop_alpha": 5.0,
                                                         "data.tokens_per_batch": 1024}),
-    "base_l4_ls3_drop_hash_7k_cd2k": rows.setting({**_LS2_DROP_HASH_9K_CD2K, "train.label_smoothing": 0.3,
-                                                    "model.num_encoder_layers": 4, "model.num_decoder_layers": 4,
-                                                    "train.num_steps": 7000}),
-    "base_h8_ls3_drop_hash_9k_cd2k": rows.setting({**_LS2_DROP_HASH_9K_CD2K, "train.label_smoothing": 0.3,
-                                                    "model.num_heads": 8, "model.d_k": 32, "model.d_v": 32}),
+    "base_l4_ls3_drop_hash_7k_cd2k": rows.setting({**_LS3_DROP_HASH_9K_CD2K, "model.num_encoder_layers": 4,
+                                                    "model.num_decoder_layers": 4, "train.num_steps": 7000}),
+    "base_h8_ls3_drop_hash_9k_cd2k": rows.setting({**_LS3_DROP_HASH_9K_CD2K, "model.num_heads": 8, "model.d_k": 32,
+                                                    "model.d_v": 32}),
 }
 NOTES = {
     "base": "configs/multi30k.py as committed: d 256, 3+3, h 4, d_ff 1024, P_drop 0.2, 2K tokens, 4500 steps",
