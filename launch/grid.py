@@ -150,21 +150,22 @@ def _describe(point: dict[str, Any], spec: str) -> str:
     return ", ".join([f"checkpoint={spec}", *(f"{k}={v}" for k, v in _decode_fields(point).items())])
 
 
-# The score columns of the table: (key in a record, header), for translation and for parsing (§6.3).
-SCORE_COLUMNS = [("sacrebleu", "sacreBLEU"), ("sacrebleu_lowercase", "lowercased"), ("chrf", "chrF"),
-                 ("tokenized_bleu", "tokenized BLEU")]
-PARSING_COLUMNS = [("f1", "F1"), ("precision", "precision"), ("recall", "recall")]
+# The score columns of the table: (key in a record, header, format), for translation and for parsing (§6.3). The
+# brevity penalty shows where α is too small for the data (BP < 1: outputs shorter than the references).
+SCORE_COLUMNS = [("sacrebleu", "sacreBLEU", ".2f"), ("sacrebleu_lowercase", "lowercased", ".2f"), ("chrf", "chrF", ".2f"),
+                 ("tokenized_bleu", "tokenized BLEU", ".2f"), ("brevity_penalty", "BP", ".3f")]
+PARSING_COLUMNS = [("f1", "F1", ".2f"), ("precision", "precision", ".2f"), ("recall", "recall", ".2f")]
 
 
 def table(records: list[dict]) -> str:
     """A Markdown table of the grid, one row per combination, the best marked with ``*``."""
     names = list(records[0]["grid"])
     scores = PARSING_COLUMNS if "f1" in records[0] else SCORE_COLUMNS
-    heads = [*names, *(head for _, head in scores), "seconds"]
+    heads = [*names, *(head for _, head, _ in scores), "seconds"]
     top = best(records)
     lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     for r in records:
-        cells = [str(r["grid"][n]) for n in names] + [f"{r[key]:.2f}" for key, _ in scores]
+        cells = [str(r["grid"][n]) for n in names] + [format(r[key], fmt) for key, _, fmt in scores]
         cells.append(f"{r['decode_seconds']:.0f}")
         if r is top:
             cells[len(names)] = f"**{cells[len(names)]}** *"

@@ -84,3 +84,15 @@ def test_lowercased_sacrebleu_ignores_case_only():
     assert result["sacrebleu_lowercase"] > result["sacrebleu"]
     assert "case:lc" in result["lowercase_signature"] and "case:mixed" in result["signature"]
     assert evaluate_bleu([refs[1].upper()], [refs[1]], "de")["sacrebleu_lowercase"] == pytest.approx(100.0)  # (ß → SS)
+
+
+def test_brevity_penalty_and_lengths_are_reported():
+    """BP = exp(1 - r/c) for a hypothesis of c 13a tokens shorter than its reference's r, 1 when not shorter; the
+    cased score is the geometric mean of the precisions times BP, so a bug in either is seen."""
+    short = evaluate_bleu(["a b c d"], ["a b c d e f"], "en")
+    assert (short["hyp_length"], short["ref_length"]) == (4, 6)
+    assert short["brevity_penalty"] == pytest.approx(math.exp(1 - 6 / 4))
+    assert short["sacrebleu"] == pytest.approx(100 * math.exp(1 - 6 / 4))  # every n-gram of "a b c d" matches
+    long = evaluate_bleu(["a b c d e f g ."], ["a b c d e f ."], "en")
+    assert (long["hyp_length"], long["ref_length"], long["brevity_penalty"]) == (8, 7, 1.0)
+    assert evaluate_bleu(HYP, REF, "en")["brevity_penalty"] == 1.0

@@ -326,11 +326,13 @@ def test_a_grid_scores_every_combination_as_evaluate_would(gridded):
     assert len({r["sacrebleu"] for r in records}) > 1  # the settings reach the decoder
     plain = json.loads(gridded["plain"].stdout.strip().splitlines()[-1])
     point = records[3]
-    for key in ("sacrebleu", "sacrebleu_lowercase", "chrf", "tokenized_bleu", "num_sentences"):
+    for key in ("sacrebleu", "sacrebleu_lowercase", "chrf", "tokenized_bleu", "brevity_penalty", "hyp_length",
+                "ref_length", "num_sentences"):
         assert point[key] == plain[key], key
     best = max(records, key=lambda r: r["sacrebleu"])
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == best  # the last line: the best point
     assert "| checkpoint | decode.beam_size | sacreBLEU |" in proc.stdout and proc.stdout.count(" * |") == 1
+    assert "| tokenized BLEU | BP | seconds |" in proc.stdout
 
 
 def test_a_grid_writes_no_eval_json_or_translations(gridded):

@@ -54,13 +54,14 @@ def test_dev_bleu_is_logged_at_every_evaluation(bleu_run):
     for record in records:
         for key in ("dev_bleu", "dev_bleu_lowercase", "dev_tokenized_bleu", "dev_chrf"):
             assert 0.0 <= record[key] <= 100.0, (key, record)
+        assert 0.0 <= record["dev_brevity_penalty"] <= 1.0, record  # 0 when every output is empty (step 20)
         assert "dev_ppl" in record  # one evaluation record: the loss and the BLEU of the same parameters
 
 
 def test_dev_bleu_is_that_of_the_step_s_own_parameters(bleu_run):
     """Re-decodes the dev split from each evaluation step's checkpoint: the same BLEU as logged during training."""
-    logged = {r["step"]: (r["dev_bleu"], r["dev_tokenized_bleu"], r["dev_chrf"]) for r in read_metrics(str(bleu_run))
-              if "dev_bleu" in r}
+    logged = {r["step"]: (r["dev_bleu"], r["dev_tokenized_bleu"], r["dev_chrf"], r["dev_brevity_penalty"])
+              for r in read_metrics(str(bleu_run)) if "dev_bleu" in r}
     # chrF moves as the model learns, so a stale decoder would be seen; BLEU is compared too, but this early it can
     # be 0 throughout (60 steps gave 0 at every evaluation on an AMD EPYC machine, > 0 on others).
     assert len({scores[2] for scores in logged.values()}) > 1 and logged[NUM_STEPS][2] > 0.0, logged
@@ -70,7 +71,8 @@ def test_dev_bleu_is_that_of_the_step_s_own_parameters(bleu_run):
     for step, scores in logged.items():
         translator.params = restore_run(str(bleu_run), str(step)).params
         result = bleu_of(run.config, translator.translate_batches(batches), refs)
-        assert (result["sacrebleu"], result["tokenized_bleu"], result["chrf"]) == pytest.approx(scores, abs=1e-9), step
+        assert (result["sacrebleu"], result["tokenized_bleu"], result["chrf"],
+                result["brevity_penalty"]) == pytest.approx(scores, abs=1e-9), step
 
 
 # --- SIGTERM ------------------------------------------------------------------------------------------------------

@@ -56,19 +56,25 @@ def sacrebleu_score(hypotheses: list[str], references: list[str]) -> dict:
 
     Returns:
         ``{"bleu": float, "signature": str, "bleu_lowercase": float, "lowercase_signature": str, "chrf": float,
-        "chrf_signature": str}``; the signatures (e.g. ``nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0``)
+        "chrf_signature": str, "brevity_penalty": float, "hyp_length": int, "ref_length": int}``; the signatures (e.g. ``nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0``)
         make the numbers reproducible. ``bleu_lowercase`` is sacreBLEU's ``-lc`` (case-insensitive, ``case:lc``):
-        most published Multi30k numbers are case-insensitive.
+        most published Multi30k numbers are case-insensitive. ``brevity_penalty`` is the cased score's BP,
+        ``min(1, exp(1 - ref_length / hyp_length))`` over 13a tokens: below 1 it says how much of the score a
+        too-short output costs (what the length penalty α of §6.1 trades against).
     """
     _check_pairs(hypotheses, references)
     bleu, lowercase, chrf = BLEU(), BLEU(lowercase=True), CHRF()
+    cased = bleu.corpus_score(hypotheses, [references])
     return {
-        "bleu": float(bleu.corpus_score(hypotheses, [references]).score),
+        "bleu": float(cased.score),
         "signature": str(bleu.get_signature()),
         "bleu_lowercase": float(lowercase.corpus_score(hypotheses, [references]).score),
         "lowercase_signature": str(lowercase.get_signature()),
         "chrf": float(chrf.corpus_score(hypotheses, [references]).score),
         "chrf_signature": str(chrf.get_signature()),
+        "brevity_penalty": float(cased.bp),
+        "hyp_length": int(cased.sys_len),
+        "ref_length": int(cased.ref_len),
     }
 
 
@@ -127,7 +133,8 @@ def evaluate_bleu(hypotheses: list[str], references: list[str], target_lang: str
 
     Returns:
         ``{"sacrebleu", "sacrebleu_lowercase", "tokenized_bleu", "chrf", "signature", "lowercase_signature",
-        "chrf_signature", "num_sentences"}``.
+        "chrf_signature", "brevity_penalty", "hyp_length", "ref_length", "num_sentences"}`` (the lengths are
+        sacreBLEU's 13a token counts of the whole corpus).
 
     Raises:
         ValueError: mismatched line counts or empty input.
@@ -143,5 +150,8 @@ def evaluate_bleu(hypotheses: list[str], references: list[str], target_lang: str
         "signature": sacre["signature"],
         "lowercase_signature": sacre["lowercase_signature"],
         "chrf_signature": sacre["chrf_signature"],
+        "brevity_penalty": sacre["brevity_penalty"],
+        "hyp_length": sacre["hyp_length"],
+        "ref_length": sacre["ref_length"],
         "num_sentences": len(hypotheses),
     }

@@ -63,8 +63,8 @@ def score_line(result: dict) -> str:
                 f"{result['recall']:.2f}  exact match {result['exact_match']:.2f}  ({result['sentences']} sentences, "
                 f"{result['errors']} EVALB errors, {result['repaired']} outputs repaired; {where})")
     return (f"{result['split']}: sacreBLEU {result['sacrebleu']:.2f}  lowercased {result['sacrebleu_lowercase']:.2f}  "
-            f"tokenized BLEU {result['tokenized_bleu']:.2f}  chrF {result['chrf']:.2f}  ({result['num_sentences']} "
-            f"sentences, {where})")
+            f"tokenized BLEU {result['tokenized_bleu']:.2f}  chrF {result['chrf']:.2f}  BP {result['brevity_penalty']:.3f} "
+            f"(length {result['hyp_length']}/{result['ref_length']})  ({result['num_sentences']} sentences, {where})")
 
 
 def dev_bleu_hook(config: ml_collections.ConfigDict, tokenizer, mesh):
@@ -72,7 +72,8 @@ def dev_bleu_hook(config: ml_collections.ConfigDict, tokenizer, mesh):
 
     Enabled by ``config.train.eval_bleu``; decodes the dev split with ``config.decode`` (beam 4 by default). chrF is
     logged beside BLEU because it moves early in training: sacreBLEU is 0 until an output word matches a reference
-    word, and the tokenized BLEU until a 4-gram does, while chrF scores character n-grams.
+    word, and the tokenized BLEU until a 4-gram does, while chrF scores character n-grams. The brevity penalty is
+    logged too: below 1 the outputs are shorter than the references, which the length penalty α can correct.
     """
     src, refs, batches = pipeline.eval_data(config, tokenizer, "dev")
     del src
@@ -88,6 +89,7 @@ def dev_bleu_hook(config: ml_collections.ConfigDict, tokenizer, mesh):
         hypotheses = translator.translate_batches(batches)
         scores = bleu_of(config, hypotheses, refs)
         return {"dev_bleu": scores["sacrebleu"], "dev_bleu_lowercase": scores["sacrebleu_lowercase"],
-                "dev_tokenized_bleu": scores["tokenized_bleu"], "dev_chrf": scores["chrf"]}
+                "dev_tokenized_bleu": scores["tokenized_bleu"], "dev_chrf": scores["chrf"],
+                "dev_brevity_penalty": scores["brevity_penalty"]}
 
     return hook
