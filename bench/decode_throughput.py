@@ -29,7 +29,7 @@ from transformer_jax.data.tokenizer import EOS_ID
 from transformer_jax.decode.beam_search import beam_search
 from transformer_jax.decode.translate import make_decode_fn
 from transformer_jax.model.transformer import START_ID
-from transformer_jax.run import provenance
+from transformer_jax.run import host_memory, provenance
 from transformer_jax.train.step import init_state, make_setup
 
 
@@ -124,9 +124,11 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="also time the encoder, the decoder steps, the search (top-k, ancestry)")
     ap.add_argument("--peak-gflops", type=float, default=None, help="skip measuring the matmul peak")
     args = ap.parse_args()
+    host_memory.keep_freed_memory()  # as the CLI does, before the first computation
     peak = args.peak_gflops or matmul_peak_gflops()
     print(json.dumps({"matmul_peak_gflops": peak, "measured": args.peak_gflops is None,
-                      "devices": [str(d) for d in jax.devices()], "cpu_model": provenance.cpu_model()}), flush=True)
+                      "devices": [str(d) for d in jax.devices()], "cpu_model": provenance.cpu_model(),
+                      "host_malloc": host_memory.setting()}), flush=True)
     results = []
     for name in args.shapes.split(","):
         r = bench_shape(name, args.batch, args.src_len, args.gen_len, args.beam, args.budget_s, args.tight_cache,

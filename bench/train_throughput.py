@@ -28,7 +28,7 @@ from bench.common import matmul_peak_gflops, shape_config, summary, timed
 from bench.step_profile import profile_steps
 from transformer_jax import sharding
 from transformer_jax.model.size import flops_per_target_token
-from transformer_jax.run import folder, provenance
+from transformer_jax.run import folder, host_memory, provenance
 from transformer_jax.run.metrics import read_metrics
 from transformer_jax.train.step import init_state, make_setup, make_train_step, passes_per_row
 
@@ -100,9 +100,11 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="also trace a few steps of each shape and print the "
                     "time per XLA op: the matmul share and the largest ops outside the matmuls")
     args = ap.parse_args()
+    host_memory.keep_freed_memory()  # as the CLI does, before the first computation
     peak = args.peak_gflops or matmul_peak_gflops()
     print(json.dumps({"matmul_peak_gflops": peak, "measured": args.peak_gflops is None,
-                      "cpu_model": provenance.cpu_model()}), flush=True)
+                      "cpu_model": provenance.cpu_model(),
+                      "host_malloc": host_memory.setting()}), flush=True)
     if args.workdir:
         print(json.dumps(bench_run(args.workdir, args.budget_s, peak, args.profile)))
         return

@@ -21,6 +21,8 @@ from types import ModuleType
 
 from absl import app, flags
 
+from transformer_jax.run import host_memory
+
 COMMANDS = {
     "train": "Train (or resume) a run in --workdir.",
     "describe": "Print the resolved config, parameter counts and FLOPs per target token.",
@@ -147,6 +149,10 @@ def run(argv: list[str] | None = None) -> None:
         print(f"transformer-jax: unknown command {command!r}; valid: {', '.join(COMMANDS)} "
               "(`transformer-jax --help` says what each does).", file=sys.stderr)
         sys.exit(USAGE_ERROR)
+    try:
+        host_memory.keep_freed_memory()  # before JAX starts XLA's threads
+    except ValueError as e:
+        _fail(command, str(e))
     try:  # importing the command defines --config, whose default config parses the overrides in sys.argv
         module = importlib.import_module(f"transformer_jax.launch.{command}")
     except (AttributeError, KeyError) as e:

@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 
+from transformer_jax.run import host_memory
 from transformer_jax.run.folder import PROVENANCE_FILE
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout (or site-packages)
@@ -56,7 +57,7 @@ def machine(devices: bool = True) -> dict:
     """The host, its CPU and CPU count; with ``devices``, also the JAX version and the devices JAX sees."""
     info = {"host": socket.gethostname(), "platform": platform.platform(), "cpu_count": os.cpu_count(),
             "processor": platform.processor() or platform.machine(), "cpu_model": cpu_model(),
-            "python": platform.python_version()}
+            "python": platform.python_version(), "host_malloc": host_memory.setting()}
     if devices:
         import jax  # only here: `compare` records its machine without starting a JAX backend
 
