@@ -152,8 +152,8 @@ def _describe(point: dict[str, Any], spec: str) -> str:
 
 # The score columns of the table: (key in a record, header, format), for translation and for parsing (§6.3). The
 # brevity penalty shows where α is too small for the data (BP < 1: outputs shorter than the references).
-SCORE_COLUMNS = [("sacrebleu", "sacreBLEU", ".2f"), ("sacrebleu_lowercase", "lowercased", ".2f"), ("chrf", "chrF", ".2f"),
-                 ("tokenized_bleu", "tokenized BLEU", ".2f"), ("brevity_penalty", "BP", ".3f")]
+SCORE_COLUMNS = [("sacrebleu", "sacreBLEU", ".2f"), ("sacrebleu_lowercase", "lowercased", ".2f"),
+                 ("chrf", "chrF", ".2f"), ("tokenized_bleu", "tokenized BLEU", ".2f"), ("brevity_penalty", "BP", ".3f")]
 PARSING_COLUMNS = [("f1", "F1", ".2f"), ("precision", "precision", ".2f"), ("recall", "recall", ".2f")]
 
 

@@ -56,11 +56,12 @@ def sacrebleu_score(hypotheses: list[str], references: list[str]) -> dict:
 
     Returns:
         ``{"bleu": float, "signature": str, "bleu_lowercase": float, "lowercase_signature": str, "chrf": float,
-        "chrf_signature": str, "brevity_penalty": float, "hyp_length": int, "ref_length": int}``; the signatures (e.g. ``nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0``)
-        make the numbers reproducible. ``bleu_lowercase`` is sacreBLEU's ``-lc`` (case-insensitive, ``case:lc``):
-        most published Multi30k numbers are case-insensitive. ``brevity_penalty`` is the cased score's BP,
-        ``min(1, exp(1 - ref_length / hyp_length))`` over 13a tokens: below 1 it says how much of the score a
-        too-short output costs (what the length penalty α of §6.1 trades against).
+        "chrf_signature": str, "brevity_penalty": float, "hyp_length": int, "ref_length": int}``; the signatures
+        (e.g. ``nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0``) make the numbers reproducible.
+        ``bleu_lowercase`` is sacreBLEU's ``-lc`` (case-insensitive, ``case:lc``): most published Multi30k numbers
+        are case-insensitive. ``brevity_penalty`` is the cased score's BP, ``min(1, exp(1 - ref_length /
+        hyp_length))`` over 13a tokens: below 1 it says how much of the score a too-short output costs (what the
+        length penalty α of §6.1 trades against).
     """
     _check_pairs(hypotheses, references)
     bleu, lowercase, chrf = BLEU(), BLEU(lowercase=True), CHRF()

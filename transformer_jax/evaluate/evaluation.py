@@ -63,8 +63,9 @@ def score_line(result: dict) -> str:
                 f"{result['recall']:.2f}  exact match {result['exact_match']:.2f}  ({result['sentences']} sentences, "
                 f"{result['errors']} EVALB errors, {result['repaired']} outputs repaired; {where})")
     return (f"{result['split']}: sacreBLEU {result['sacrebleu']:.2f}  lowercased {result['sacrebleu_lowercase']:.2f}  "
-            f"tokenized BLEU {result['tokenized_bleu']:.2f}  chrF {result['chrf']:.2f}  BP {result['brevity_penalty']:.3f} "
-            f"(length {result['hyp_length']}/{result['ref_length']})  ({result['num_sentences']} sentences, {where})")
+            f"tokenized BLEU {result['tokenized_bleu']:.2f}  chrF {result['chrf']:.2f}  "
+            f"BP {result['brevity_penalty']:.3f} (length {result['hyp_length']}/{result['ref_length']})  "
+            f"({result['num_sentences']} sentences, {where})")
 
 
 def dev_bleu_hook(config: ml_collections.ConfigDict, tokenizer, mesh):

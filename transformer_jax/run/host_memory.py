@@ -12,9 +12,9 @@ and no trimming of its top (``M_TRIM_THRESHOLD``). Freed buffers are then reused
 still mapped. The price is that the process keeps its peak heap until it exits, which a training or decoding
 process reaches every step anyway. It is what swapping in tcmalloc (as TensorFlow and some JAX trainers do with
 ``LD_PRELOAD``) achieves, without a library to install. Set ``TRANSFORMER_JAX_HOST_MALLOC=default`` to leave glibc
-as it is (e.g. to measure the difference: ``bench/train_throughput.py`` runs under the same setting as the CLI). Measured
-on the Multi30k recipe's step (README, "Speed"): 1.25× faster on an AMD EPYC (family 26), no change on an Intel
-Xeon (family 6, model 167) where the faults cost less.
+as it is (e.g. to measure the difference: ``bench/train_throughput.py`` runs under the same setting as the CLI).
+Measured on the Multi30k recipe's step (README, "Speed"): 1.25× faster on an AMD EPYC (family 26), no change on an
+Intel Xeon (family 6, model 167) where the faults cost less.
 """
 
 import ctypes
