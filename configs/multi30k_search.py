@@ -197,7 +197,8 @@ NOTES = {
                                    "and pre-LN did not; same parameters, steps and cost",
     "base_ls2_drop_hash_wd5_9k_cd2k": "base_ls2_drop_hash_9k_cd2k (dev 41.86, test 40.06) with decoupled weight "
                                       "decay 0.05 (train.weight_decay, AdamW: each step shrinks every weight by "
-                                      "lr x 0.05, ~exp(-0.3) over the schedule for a weight no gradient moves): "
+                                      "lr x 0.05; the schedule's rates sum to 5.1, so a weight no gradient moves "
+                                      "ends at exp(-0.26) = 0.77 of its start): "
                                       "more dropout (residual 0.3: dev 40.94; attention/ReLU 0.2: dev 40.92) slowed "
                                       "learning more than it regularised, and weight decay is the regulariser the "
                                       "search has not tried, one that costs no step time and leaves early learning "
