@@ -17,7 +17,7 @@ import tiny_setup as tiny
 from transformer_jax import sharding
 from transformer_jax.configs import base
 from transformer_jax.train.loss import cross_entropy_sums
-from transformer_jax.train.optimizer import learning_rate_schedule, make_optimizer
+from transformer_jax.train.optimizer import decay_mask, learning_rate_schedule, make_optimizer
 from transformer_jax.train.step import init_state, make_setup, make_train_step
 from transformer_jax.train.trainer import Throughput
 
@@ -223,6 +223,29 @@ def test_weight_decay_switch():
     assert_trees_close(got, hand_adam(PARAMS, GRADS, d_model=64, warmup=10, scale=3.0, decay=0.1))
     plain = run_optimizer(optimizer_config())
     assert not np.allclose(got["w"], plain["w"], rtol=1e-4, atol=0)
+
+
+def test_weight_decay_matrices_only_spares_biases_and_gains():
+    """weight_decay_matrices_only: the matrix "w_1" is decayed, the bias "b_1" is not (hand AdamW on each)."""
+    rename = lambda tree: {"w_1": tree["w"], "b_1": tree["b"]}
+    params, grads = rename(PARAMS), [rename(g) for g in GRADS]
+    got = run_optimizer(optimizer_config(weight_decay=0.1, weight_decay_matrices_only=True), params, grads)
+    decayed = hand_adam(params, grads, d_model=64, warmup=10, scale=3.0, decay=0.1)
+    plain = hand_adam(params, grads, d_model=64, warmup=10, scale=3.0)
+    assert_trees_close(got, {"w_1": decayed["w_1"], "b_1": plain["b_1"]})
+    assert not np.allclose(decayed["b_1"], plain["b_1"], rtol=1e-4, atol=0)  # the sparing is visible in "b_1"
+
+
+def test_decay_mask_on_the_model_names_not_ranks():
+    """On the real parameter tree: every W and embedding table is decayed; every bias (the per-head b_q is 2-D)
+    and every LayerNorm gain/bias is spared."""
+    c = optimizer_config()
+    c.model.update(num_encoder_layers=1, num_decoder_layers=1, num_heads=2, d_k=4, d_v=4, d_ff=16, vocab_size=32)
+    params = jax.eval_shape(lambda: sharding.init_params(c))
+    marks = {jax.tree_util.keystr(path): m for path, m in jax.tree_util.tree_flatten_with_path(decay_mask(params))[0]}
+    leaf = lambda key: key.rsplit("[", 1)[-1].strip("[]'")
+    assert {leaf(k) for k, m in marks.items() if m} >= {"w_q", "w_k", "w_v", "w_o", "w_1", "w_2", "table"}
+    assert {leaf(k) for k, m in marks.items() if not m} == {"b_q", "b_k", "b_v", "b_o", "b_1", "b_2", "bias", "scale"}
 
 
 # --- the jitted train step: accumulation and the schedule's wiring -----------------------------------------------

@@ -4,7 +4,10 @@
 
 i.e. linear warm-up for ``warmup_steps`` then decay ∝ 1/√step (peak ≈ 7.0e-4 for base at step 4000).
 ``learning_rate_scale`` multiplies it (small batches and short CPU runs take a larger factor); gradient
-clipping and weight decay are optional and off in the paper's configs.
+clipping and weight decay are optional and off in the paper's configs. Weight decay is decoupled (AdamW, Loshchilov &
+Hutter 2019: added after Adam's scaling, so each step shrinks a weight by lr · weight_decay); with
+``weight_decay_matrices_only`` it spares the biases and the LayerNorm gains and biases (as BERT and most AdamW
+recipes do) and decays only the weight matrices W and the embedding tables.
 
 ``cooldown_steps`` (0 in the paper's configs) is not the paper's: the rate is multiplied by a linear ramp from 1
 to 0 over the run's last ``cooldown_steps`` steps ("rsqrt with a linear cooldown", Zhai et al. 2022, §3.5;
@@ -12,6 +15,7 @@ Hägele et al. 2024), so a fixed-budget run ends at a low rate, as a cosine sche
 before the cooldown keeps the §5.3 rate (a run may branch from another's checkpoint before its cooldown).
 """
 
+import jax
 import jax.numpy as jnp
 import ml_collections
 import optax
@@ -45,6 +49,18 @@ def schedule_from_config(config: ml_collections.ConfigDict) -> optax.Schedule:
                                   num_steps=t.num_steps, cooldown_steps=t.get("cooldown_steps", 0))
 
 
+def decay_mask(params):
+    """True for the parameters ``weight_decay_matrices_only`` decays: all but biases and LayerNorm gains/biases.
+
+    Decided by the parameter's name, not its rank: the per-head attention biases b_q, b_k, b_v are (h, d_k).
+    """
+    def decayed(path, _):
+        name = str(getattr(path[-1], "key", path[-1]))
+        return not (name.startswith("b_") or name in ("bias", "scale"))
+
+    return jax.tree_util.tree_map_with_path(decayed, params)
+
+
 def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransformation:
     """Adam with the §5.3 schedule from ``config.train`` and ``config.model.d_model``."""
     t = config.train
@@ -54,6 +70,7 @@ def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransform
         parts.append(optax.clip_by_global_norm(t.grad_clip_norm))
     parts.append(optax.scale_by_adam(b1=t.adam_b1, b2=t.adam_b2, eps=t.adam_eps))
     if t.weight_decay > 0:
-        parts.append(optax.add_decayed_weights(t.weight_decay))
+        mask = decay_mask if t.get("weight_decay_matrices_only", False) else None
+        parts.append(optax.add_decayed_weights(t.weight_decay, mask=mask))
     parts.append(optax.scale_by_learning_rate(schedule))
     return optax.chain(*parts)
