@@ -95,7 +95,8 @@ def train_config() -> ml_collections.ConfigDict:
     t.grad_accum_steps = 1  # micro-batches per optimizer step (tokens_per_batch is per step).
     t.grad_clip_norm = 0.0  # 0 = off (the paper has none).
     t.weight_decay = 0.0  # 0 = off (the paper has none); decoupled (AdamW): each step shrinks weights by lr·this.
-    t.weight_decay_matrices_only = False  # True: spare biases and LayerNorm gains (decay W, embeddings).
+    t.weight_decay_params = "all"  # what decays: "all", "matrices" (W and embeddings: spares biases and LayerNorm
+    # gains/biases, as BERT) or "vectors" (only the biases and LayerNorm gains/biases).
     # §6.1: checkpoints "written at 10-minute intervals" = every 1,500 steps at the paper's 0.4 s a step (§5.2).
     # Saved on this STEP schedule (plus the final step), so averaging spans the same steps on any hardware.
     t.checkpoint_every_steps = 1500

@@ -225,26 +225,42 @@ def test_weight_decay_switch():
     assert not np.allclose(got["w"], plain["w"], rtol=1e-4, atol=0)
 
 
-def test_weight_decay_matrices_only_spares_biases_and_gains():
-    """weight_decay_matrices_only: the matrix "w_1" is decayed, the bias "b_1" is not (hand AdamW on each)."""
+@pytest.mark.parametrize("which, decayed_name", [("matrices", "w_1"), ("vectors", "b_1")])
+def test_weight_decay_params_chooses_what_decays(which, decayed_name):
+    """weight_decay_params: "matrices" decays the matrix "w_1" and spares the bias "b_1"; "vectors" the reverse
+    (hand AdamW on each)."""
     rename = lambda tree: {"w_1": tree["w"], "b_1": tree["b"]}
     params, grads = rename(PARAMS), [rename(g) for g in GRADS]
-    got = run_optimizer(optimizer_config(weight_decay=0.1, weight_decay_matrices_only=True), params, grads)
+    got = run_optimizer(optimizer_config(weight_decay=0.1, weight_decay_params=which), params, grads)
     decayed = hand_adam(params, grads, d_model=64, warmup=10, scale=3.0, decay=0.1)
     plain = hand_adam(params, grads, d_model=64, warmup=10, scale=3.0)
-    assert_trees_close(got, {"w_1": decayed["w_1"], "b_1": plain["b_1"]})
-    assert not np.allclose(decayed["b_1"], plain["b_1"], rtol=1e-4, atol=0)  # the sparing is visible in "b_1"
+    assert_trees_close(got, {k: (decayed if k == decayed_name else plain)[k] for k in params})
+    for k in params:  # the sparing is visible in both leaves
+        assert not np.allclose(decayed[k], plain[k], rtol=1e-4, atol=0)
+
+
+@pytest.mark.parametrize("decay", [0.0, 0.1])
+def test_weight_decay_params_rejects_unknown_values(decay):
+    """A misspelt choice is an error at make_optimizer, even with the decay off."""
+    with pytest.raises(ValueError, match="weight_decay_params must be one of"):
+        make_optimizer(optimizer_config(weight_decay=decay, weight_decay_params="matrix"))
 
 
 def test_decay_mask_on_the_model_names_not_ranks():
-    """On the real parameter tree: every W and embedding table is decayed; every bias (the per-head b_q is 2-D)
-    and every LayerNorm gain/bias is spared."""
+    """On the real parameter tree, "matrices" decays every W and embedding table and spares every bias (the
+    per-head b_q is 2-D) and every LayerNorm gain/bias; "vectors" decays exactly those it spares."""
     c = optimizer_config()
     c.model.update(num_encoder_layers=1, num_decoder_layers=1, num_heads=2, d_k=4, d_v=4, d_ff=16, vocab_size=32)
     params = jax.eval_shape(lambda: sharding.init_params(c))
-    marks = [(path[-1].key, m) for path, m in jax.tree_util.tree_flatten_with_path(decay_mask(params))[0]]
-    assert {name for name, m in marks if m} >= {"w_q", "w_k", "w_v", "w_o", "w_1", "w_2", "table"}
-    assert {name for name, m in marks if not m} == {"b_q", "b_k", "b_v", "b_o", "b_1", "b_2", "bias", "scale"}
+    vectors = {"b_q", "b_k", "b_v", "b_o", "b_1", "b_2", "bias", "scale"}
+    marks = {which: [(path[-1].key, m) for path, m in
+                     jax.tree_util.tree_flatten_with_path(decay_mask(params, which))[0]]
+             for which in ("matrices", "vectors", "all")}
+    assert {name for name, m in marks["matrices"] if m} >= {"w_q", "w_k", "w_v", "w_o", "w_1", "w_2", "table"}
+    assert {name for name, m in marks["matrices"] if not m} == vectors
+    # "vectors" is the exact complement of "matrices", and "all" decays every leaf
+    assert [(name, not m) for name, m in marks["matrices"]] == marks["vectors"]
+    assert all(m for _, m in marks["all"])
 
 
 # --- the jitted train step: accumulation and the schedule's wiring -----------------------------------------------

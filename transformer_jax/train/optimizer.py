@@ -5,15 +5,18 @@
 i.e. linear warm-up for ``warmup_steps`` then decay ∝ 1/√step (peak ≈ 7.0e-4 for base at step 4000).
 ``learning_rate_scale`` multiplies it (small batches and short CPU runs take a larger factor); gradient
 clipping and weight decay are optional and off in the paper's configs. Weight decay is decoupled (AdamW, Loshchilov &
-Hutter 2019: added after Adam's scaling, so each step shrinks a weight by lr · weight_decay); with
-``weight_decay_matrices_only`` it spares the biases and the LayerNorm gains and biases (as BERT and most AdamW
-recipes do) and decays only the weight matrices W and the embedding tables.
+Hutter 2019: added after Adam's scaling, so each step shrinks a weight by lr · weight_decay); ``weight_decay_params``
+says which parameters it shrinks: "all"; "matrices", the weight matrices W and the embedding tables, sparing the
+biases and the LayerNorm gains and biases (as BERT and most AdamW recipes do); or "vectors", only those biases,
+gains and LayerNorm biases (the complement).
 
 ``cooldown_steps`` (0 in the paper's configs) is not the paper's: the rate is multiplied by a linear ramp from 1
 to 0 over the run's last ``cooldown_steps`` steps ("rsqrt with a linear cooldown", Zhai et al. 2022, §3.5;
 Hägele et al. 2024), so a fixed-budget run ends at a low rate, as a cosine schedule would, while every step
 before the cooldown keeps the §5.3 rate (a run may branch from another's checkpoint before its cooldown).
 """
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -49,14 +52,26 @@ def schedule_from_config(config: ml_collections.ConfigDict) -> optax.Schedule:
                                   num_steps=t.num_steps, cooldown_steps=t.get("cooldown_steps", 0))
 
 
-def decay_mask(params):
-    """True for the parameters ``weight_decay_matrices_only`` decays: all but biases and LayerNorm gains/biases.
+WEIGHT_DECAY_PARAMS = ("all", "matrices", "vectors")
+
+
+def _check_weight_decay_params(which: str) -> None:
+    if which not in WEIGHT_DECAY_PARAMS:
+        raise ValueError(f"train.weight_decay_params must be one of {WEIGHT_DECAY_PARAMS}, got {which!r}.")
+
+
+def decay_mask(params, which: str = "matrices"):
+    """True for the parameters ``weight_decay_params=which`` decays ("matrices": W and embedding tables; "vectors":
+    biases and LayerNorm gains/biases; "all": every one).
 
     Decided by the parameter's name, not its rank: the per-head attention biases b_q, b_k, b_v are (h, d_k).
     """
+    _check_weight_decay_params(which)
+
     def decayed(path, _):
         name = str(getattr(path[-1], "key", path[-1]))
-        return not (name.startswith("b_") or name in ("bias", "scale"))
+        vector = name.startswith("b_") or name in ("bias", "scale")
+        return which == "all" or vector == (which == "vectors")
 
     return jax.tree_util.tree_map_with_path(decayed, params)
 
@@ -65,12 +80,14 @@ def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransform
     """Adam with the §5.3 schedule from ``config.train`` and ``config.model.d_model``."""
     t = config.train
     schedule = schedule_from_config(config)
+    which = t.get("weight_decay_params", "all")
+    _check_weight_decay_params(which)  # also when weight_decay is 0: a misspelt value is a mistake either way
     parts = []
     if t.grad_clip_norm > 0:
         parts.append(optax.clip_by_global_norm(t.grad_clip_norm))
     parts.append(optax.scale_by_adam(b1=t.adam_b1, b2=t.adam_b2, eps=t.adam_eps))
     if t.weight_decay > 0:
-        mask = decay_mask if t.get("weight_decay_matrices_only", False) else None
+        mask = None if which == "all" else functools.partial(decay_mask, which=which)
         parts.append(optax.add_decayed_weights(t.weight_decay, mask=mask))
     parts.append(optax.scale_by_learning_rate(schedule))
     return optax.chain(*parts)
