@@ -86,6 +86,8 @@ ROWS: dict[str, rows.Row] = {
     "base_ls3_drop_hash_wd5_9k_cd2k": rows.setting({**_LS3_DROP_HASH_9K_CD2K, "train.weight_decay": 0.05}),
     "base_ls2_drop_hash_wd5v_9k_cd2k": rows.setting({**_LS2_DROP_HASH_9K_CD2K, "train.weight_decay": 0.05,
                                                      "train.weight_decay_params": "vectors"}),
+    "base_ls2_drop_hash_wd5_s1_9k_cd2k": rows.setting({**_LS2_DROP_HASH_9K_CD2K, "train.weight_decay": 0.05,
+                                                       "seed": 1}),
 }
 NOTES = {
     "base": "configs/multi30k.py as committed: d 256, 3+3, h 4, d_ff 1024, P_drop 0.2, 2K tokens, 4500 steps",
@@ -236,6 +238,13 @@ NOTES = {
                                        "harmful and decaying the gains (which scale every sublayer's output and, "
                                        "last, the logits) the useful part; ls3 + decay (dev 41.55, PPL 5.43) did "
                                        "not add up; same parameters, steps and cost",
+    "base_ls2_drop_hash_wd5_s1_9k_cd2k": "base_ls2_drop_hash_wd5_9k_cd2k (dev 42.03, test 40.45, the best row) "
+                                         "again with seed 1 instead of 0 (other initial weights, dropout masks and "
+                                         "batch order): the last eight rows moved dev BLEU by 0.1-0.3 and test by "
+                                         "0.1-0.5 in directions that disagree, which is within what a new seed "
+                                         "alone may do; a second draw of the best recipe measures that noise "
+                                         "before the search reads more into such gaps, and says whether 40.45 is "
+                                         "the recipe or its seed; same parameters, steps and cost",
 }
 
 
