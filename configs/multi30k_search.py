@@ -31,6 +31,8 @@ _LS2_DROP_9K_CD2K = {**_LS2_9K_CD2K, "model.attention_dropout_rate": 0.1, "model
                      "train.eval_every_steps": 1000}
 _LS2_DROP_HASH_9K_CD2K = {**_LS2_DROP_9K_CD2K, "model.dropout_rng": "hash"}
 _LS3_DROP_HASH_9K_CD2K = {**_LS2_DROP_HASH_9K_CD2K, "train.label_smoothing": 0.3}
+# The recipe of record (base_ls2_drop_hash_wd5_9k_cd2k: decay 0.05 on the hash recipe), which its variants and seeds share.
+_WD5 = {**_LS2_DROP_HASH_9K_CD2K, "train.weight_decay": 0.05}
 
 ROWS: dict[str, rows.Row] = {
     "base": rows.setting({}),
@@ -79,17 +81,13 @@ ROWS: dict[str, rows.Row] = {
     "base_pre_ls3_drop_hash_9k_cd2k": rows.setting({**_LS3_DROP_HASH_9K_CD2K, "model.norm_position": "pre"}),
     "base_ls2_drop2_hash_9k_cd2k": rows.setting({**_LS2_DROP_HASH_9K_CD2K, "model.attention_dropout_rate": 0.2,
                                                  "model.relu_dropout_rate": 0.2}),
-    "base_ls2_drop_hash_wd5_9k_cd2k": rows.setting({**_LS2_DROP_HASH_9K_CD2K, "train.weight_decay": 0.05}),
+    "base_ls2_drop_hash_wd5_9k_cd2k": rows.setting(_WD5),
     "base_ls2_drop_hash_wd10_9k_cd2k": rows.setting({**_LS2_DROP_HASH_9K_CD2K, "train.weight_decay": 0.1}),
-    "base_ls2_drop_hash_wd5m_9k_cd2k": rows.setting({**_LS2_DROP_HASH_9K_CD2K, "train.weight_decay": 0.05,
-                                                     "train.weight_decay_params": "matrices"}),
+    "base_ls2_drop_hash_wd5m_9k_cd2k": rows.setting({**_WD5, "train.weight_decay_params": "matrices"}),
     "base_ls3_drop_hash_wd5_9k_cd2k": rows.setting({**_LS3_DROP_HASH_9K_CD2K, "train.weight_decay": 0.05}),
-    "base_ls2_drop_hash_wd5v_9k_cd2k": rows.setting({**_LS2_DROP_HASH_9K_CD2K, "train.weight_decay": 0.05,
-                                                     "train.weight_decay_params": "vectors"}),
-    "base_ls2_drop_hash_wd5_s1_9k_cd2k": rows.setting({**_LS2_DROP_HASH_9K_CD2K, "train.weight_decay": 0.05,
-                                                       "seed": 1}),
-    "base_ls2_drop_hash_wd5_s2_9k_cd2k": rows.setting({**_LS2_DROP_HASH_9K_CD2K, "train.weight_decay": 0.05,
-                                                       "seed": 2}),
+    "base_ls2_drop_hash_wd5v_9k_cd2k": rows.setting({**_WD5, "train.weight_decay_params": "vectors"}),
+    "base_ls2_drop_hash_wd5_s1_9k_cd2k": rows.setting({**_WD5, "seed": 1}),
+    "base_ls2_drop_hash_wd5_s2_9k_cd2k": rows.setting({**_WD5, "seed": 2}),
 }
 NOTES = {
     "base": "configs/multi30k.py as committed: d 256, 3+3, h 4, d_ff 1024, P_drop 0.2, 2K tokens, 4500 steps",
