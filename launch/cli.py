@@ -2,6 +2,7 @@
 
     transformer-jax train     --config=configs/table3.py:B1 --workdir=runs/B1   # no flags: the CPU demo
     transformer-jax describe  --config=configs/base.py [--json]
+    transformer-jax compile   --config=big --target=v5e-256 [--json]          # ahead of time, on any CPU
     transformer-jax decode    --workdir=runs/B1 [--checkpoint=latest|STEP|avg5] [FILE | --input=FILE] [--output=-]
     transformer-jax evaluate  --workdir=runs/B1 --split=dev|test
     transformer-jax average   --workdir=runs/B1 --last=5
@@ -26,6 +27,7 @@ from transformer_jax.run import host_memory
 COMMANDS = {
     "train": "Train (or resume) a run in --workdir.",
     "describe": "Print the resolved config, parameter counts and FLOPs per target token.",
+    "compile": "Compile the training and decode steps for a TPU slice or GPU nodes, on any CPU: fits? GiB per chip.",
     "decode": "Translate text with a trained (or averaged) checkpoint.",
     "evaluate": "Translate a dev/test split and score it (sacreBLEU, tokenized BLEU, chrF).",
     "average": "Average the last N checkpoints of a run (§6.1).",

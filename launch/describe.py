@@ -2,38 +2,55 @@
 plan on a cluster layout (batch shapes, real tokens per step, checkpoint schedule, averaging window, memory).
 
     transformer-jax describe --config=configs/table3.py:C5 --json
-    transformer-jax describe --config=configs/base.py --num_processes=8 --devices_per_process=4 [--memory]
+    transformer-jax describe --config=configs/base.py --num_processes=8 --devices_per_process=4
+    transformer-jax describe --config=configs/big.py --target=v5e-256 [--memory]
+
+With --target the layout is the target's hosts × devices and "auto" dtype / attention are the target's; --memory
+compiles the largest bucket's training step for the target (transformer_jax/aot.py, as `compile` does).
 """
 
 import json
+import sys
 
 import jax
 from absl import flags
 
+from transformer_jax import aot
+from transformer_jax import target as targets
 from transformer_jax.launch.cluster import NUM_PROCESSES
-from transformer_jax.launch.flags import CONFIG, JSON
+from transformer_jax.launch.flags import CONFIG, JSON, TARGET
 from transformer_jax.model.size import count_parameters, flops_per_target_token
-from transformer_jax.train.plan import device_memory, layout_plan
+from transformer_jax.train.plan import layout_plan
 
 SEQ_LEN = flags.DEFINE_integer("seq_len", 32, "Sentence length assumed by the attention term of the FLOPs formula.")
 DEVICES_PER_PROCESS = flags.DEFINE_integer(
     "devices_per_process", None, "Plan for this many accelerators per process (with --num_processes; default: this "
     "machine's local devices).", lower_bound=1)
 MEMORY = flags.DEFINE_bool(
-    "memory", False, "Also compile one device's training step on this machine's backend and report its memory "
-    "(slow for the big models: ~1 min on CPU).")
-for _name in ("config", "json", "num_processes"):
+    "memory", False, "Also compile the training step of the bucket with the most tokens per device for --target "
+    "(default: this machine) and report XLA's memory per device (minutes for big; `compile` does every bucket).")
+for _name in ("config", "json", "num_processes", "target"):
     flags.declare_key_flag(_name)
 OVERRIDES = "override any field of the config, e.g. --config.model.num_heads=16 (configs are locked: a typo fails)."
 
 
-def describe(config, seq_len: int, num_processes: int = 1, devices_per_process: int | None = None,
-             memory: bool = False) -> dict:
+def describe(config, seq_len: int, num_processes: int | None = None, devices_per_process: int | None = None,
+             memory: bool = False, target: targets.Target | None = None) -> dict:
     """The numbers `describe` prints, as a dict (see transformer_jax/model/size.py for the formula and
-    transformer_jax/train/plan.py for the layout plan)."""
+    transformer_jax/train/plan.py for the layout plan).
+
+    The layout is ``target``'s hosts × devices when given (``num_processes`` / ``devices_per_process`` must then
+    agree or be None), else ``num_processes`` (default 1) × ``devices_per_process`` (default: the local devices).
+    """
     counts = count_parameters(config.model)
-    devices = devices_per_process or jax.local_device_count()
-    plan = layout_plan(config, num_processes, devices)
+    if target is not None and not target.is_local:
+        for name, given, own in (("num_processes", num_processes, target.num_hosts),
+                                 ("devices_per_process", devices_per_process, target.devices_per_host)):
+            if given is not None and given != own:
+                raise ValueError(f"--{name}={given} contradicts --target={target.name} ({own}); give one of them.")
+        num_processes, devices_per_process = target.num_hosts, target.devices_per_host
+    plan = layout_plan(config, num_processes or 1, devices_per_process or jax.local_device_count())
+    platform = target.platform if target is not None else jax.default_backend()
     result = {
         "name": config.name,
         "params_total": counts["total"],
@@ -43,12 +60,29 @@ def describe(config, seq_len: int, num_processes: int = 1, devices_per_process: 
         "flops_formula": ("3 * (2*(P_enc+P_dec matrices) + 2*d_model*vocab + attention(seq_len, attention_window)); "
                           "see model/size.py"),
         "seq_len": seq_len,
+        "target": target.name if target is not None else None,
+        **aot.compute_choices(config.model, platform),
         **plan.as_dict(int(config.data.tokens_per_batch), int(config.train.grad_accum_steps)),
     }
     if memory:
-        result["device_memory"] = device_memory(config, plan)
+        result["device_memory"] = device_memory(config, target or targets.local_target(), plan)
     result["config"] = config.to_dict()
     return result
+
+
+def device_memory(config, target: targets.Target, plan) -> dict:
+    """XLA's memory per device of the training step of the bucket with the most tokens per device (ties: the
+    longest rows, whose attention is largest), compiled for ``target``."""
+    compiler = aot.Compiler.for_target(config, target)
+    if compiler.plan.num_devices != plan.num_devices:
+        raise ValueError(f"--memory compiles for a target: the layout of {plan.num_processes} × "
+                         f"{plan.devices_per_process} devices is not this machine's; add --target (e.g. v5e-32, "
+                         f"h100x32).")
+    bucket = max(plan.buckets, key=lambda b: (b.rows * b.length, b.length))
+    program = compiler.train([bucket.length])[0]
+    return {"program": program.name, "rows": program.rows_per_device, "length": bucket.length,
+            "target": target.name, "fits": program.fits, "budget_bytes": program.budget_bytes,
+            **{f"{k}_bytes": v for k, v in (program.memory or {"total": program.needed_bytes}).items()}}
 
 
 def _table(result: dict) -> str:
@@ -58,6 +92,8 @@ def _table(result: dict) -> str:
             ("d_model / d_ff", f"{m['d_model']} / {m['d_ff']}"),
             ("h / d_k / d_v", f"{m['num_heads']} / {m['d_k']} / {m['d_v']}"),
             ("positions", m["positional"]), ("vocab", str(m["vocab_size"])),
+            ("compute", (f"{result['dtype']} (model.dtype={m['dtype']}), attention {result['attention']} "
+                         f"(attention_implementation={m['attention_implementation']}) on {result['platform']}")),
             ("params total", f"{result['params_total']:,} ({result['params_total'] / 1e6:.1f}M)"),
             ("params embedding", f"{result['params_embedding']:,}"),
             ("params non-embedding", f"{result['params_nonembedding']:,}"),
@@ -79,8 +115,10 @@ def _table(result: dict) -> str:
                      f"steps {steps[0]:,}–{steps[-1]:,} ({result['average_window_steps']:,} steps)"))
     if "device_memory" in result:
         mem = result["device_memory"]
-        rows.append(("memory per device", (f"{mem['total_bytes'] / 2**30:.2f} GiB for {mem['rows']} × {mem['length']} "
-                                          f"(compiled for {jax.default_backend()})")))
+        budget = f" of {mem['budget_bytes'] / 2**30:.2f} usable" if mem["budget_bytes"] else ""
+        rows.append(("memory per device", (f"{aot.gib(mem['total_bytes'])} GiB{budget} for {mem['rows']} × "
+                                          f"{mem['length']} (XLA, compiled for {mem['target']}"
+                                          f"{'' if mem['fits'] else ': does not fit'})")))
     rows += [("warning", line) for line in result["warnings"]]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
@@ -89,7 +127,13 @@ def _table(result: dict) -> str:
 def main(argv: list[str]) -> None:
     del argv
     config = CONFIG.value
-    result = describe(config, SEQ_LEN.value, NUM_PROCESSES.value or 1, DEVICES_PER_PROCESS.value, MEMORY.value)
+    try:
+        target = targets.parse(TARGET.value) if TARGET.value else None
+        if target is not None and not target.is_local:
+            jax.config.update("jax_platforms", "cpu")  # a TPU/GPU target is described (and compiled) on the CPU
+        result = describe(config, SEQ_LEN.value, NUM_PROCESSES.value, DEVICES_PER_PROCESS.value, MEMORY.value, target)
+    except (ValueError, targets.TargetUnavailable) as e:
+        sys.exit(f"transformer-jax describe: {e}")
     if not JSON.value:
         print(config)
         print(_table(result))

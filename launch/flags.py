@@ -25,6 +25,10 @@ CHECKPOINT = flags.DEFINE_string(
     "checkpoint", "latest", "Which checkpoint to restore: latest, a step number, or avgN (average of the last N).")
 EXPERIMENT = flags.DEFINE_enum("experiment", "table3", EXPERIMENTS,
                                "Named sweep of experiments/ (sweep: the one to run; compare: the paper's columns).")
+TARGET = flags.DEFINE_string(
+    "target", None, "What to compile / plan for: a Cloud TPU slice (v5e-256, v5p-128, v6e-64, v4-32; 2xv5e-256 = two "
+    "slices), a libtpu topology (v5e:4x4), GPUs (h100x8, h200x8, a100x8; h100x16 = 2 hosts) or local (this "
+    "machine's devices); `transformer-jax compile --list_targets` lists them.")
 SCORED_SPLITS = ("dev", "test")  # the splits train and sweep can score after training (the default: both)
 EVAL_SPLITS = flags.DEFINE_list("eval_splits", list(SCORED_SPLITS), "train/sweep: splits translated and scored after "
                                 "training (empty: none; a recipe search scores dev only, e.g. --eval_splits=dev).")

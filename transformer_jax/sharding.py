@@ -51,10 +51,23 @@ def mesh_shape(mesh_config: ml_collections.ConfigDict, num_devices: int) -> tupl
 
 
 def make_mesh(mesh_config: ml_collections.ConfigDict, devices: list | None = None) -> jax.sharding.Mesh:
-    """A (data, fsdp, tensor) mesh with explicit Auto axis types over ``devices`` (default: all)."""
+    """A (data, fsdp, tensor) mesh with explicit Auto axis types over ``devices`` (default: all).
+
+    On several TPU slices (multislice) the ``data`` axis spans the slices, so only the gradient all-reduce crosses
+    the data-center network between them (MaxText's and big_vision's hybrid mesh); fsdp and tensor stay in a slice.
+    """
     devices = jax.devices() if devices is None else devices
     shape = mesh_shape(mesh_config, len(devices))
-    return jax.make_mesh(shape, MESH_AXES, axis_types=(AxisType.Auto,) * 3, devices=devices)
+    slices = len({getattr(d, "slice_index", 0) for d in devices})
+    if slices == 1:
+        return jax.make_mesh(shape, MESH_AXES, axis_types=(AxisType.Auto,) * 3, devices=devices)
+    if shape[0] % slices:
+        raise ValueError(f"Mesh {dict(zip(MESH_AXES, shape))} over {slices} slices: the data axis spans the slices, "
+                         f"so its size must be a multiple of {slices}.")
+    from jax.experimental import mesh_utils
+
+    grid = mesh_utils.create_hybrid_device_mesh((shape[0] // slices, *shape[1:]), (slices, 1, 1), devices)
+    return jax.sharding.Mesh(grid, MESH_AXES, axis_types=(AxisType.Auto,) * 3)
 
 
 def logical_to_spec(logical_axes: tuple[str | None, ...], shape: tuple[int, ...],

@@ -26,6 +26,7 @@ from flax import nnx
 from transformer_jax.model.dropout import dropout
 from transformer_jax.model.linear import linear
 from transformer_jax.model.params import dense_param, zeros_param
+from transformer_jax.model.precision import platform
 
 Mask = jax.Array  # bool [B, 1, L, S]: True where a query may attend to a key.
 
@@ -224,23 +225,28 @@ def scaled_dot_product_attention(
 
 
 def attention_implementation(name: str, q: jax.Array, v: jax.Array, mask: Mask | None) -> str:
-    """Resolves ``model.attention_implementation`` when the caller is traced: "cpu", "xla" or "cudnn".
+    """Resolves ``model.attention_implementation`` when the caller is traced: "cpu", "xla" or "cudnn" (see
+    `resolve_implementation`; the platform is the one traced for, precision.platform())."""
+    lengths_even = mask is None or (q.shape[1] % 2 == 0 and v.shape[1] % 2 == 0)
+    return resolve_implementation(name, platform(), q.dtype, max(q.shape[-1], v.shape[-1]), lengths_even)
 
-    "auto" is "cpu" (the einsum path) when ``jax.default_backend()`` is the CPU, else `fused_attention`: "cudnn"
-    on GPU where its fused kernel takes these operands — bfloat16/float16, head size ≤ 128 and a multiple of 8,
-    even lengths when a mask is given (it becomes the kernel's bias) — and "xla" otherwise (TPU, float32, …).
+
+def resolve_implementation(name: str, on: str, dtype: jnp.dtype, head_width: int, lengths_even: bool = True) -> str:
+    """``model.attention_implementation`` on platform ``on`` for operands of ``dtype`` and ``head_width``.
+
+    "auto" is "cpu" (the einsum path) on the CPU, else `fused_attention`: "cudnn" on GPU where its fused kernel
+    takes these operands — bfloat16/float16, head size ≤ 128 and a multiple of 8, even lengths when a mask is
+    given (it becomes the kernel's bias) — and "xla" otherwise (TPU, float32, …).
     """
     if name not in IMPLEMENTATIONS:
         raise ValueError(f"Unknown model.attention_implementation {name!r}; valid: {', '.join(IMPLEMENTATIONS)}.")
     if name != "auto":
         return name
-    backend = jax.default_backend()
-    if backend == "cpu":
+    if on == "cpu":
         return "cpu"
-    width = max(q.shape[-1], v.shape[-1])
-    fits_cudnn = (q.dtype in (jnp.bfloat16, jnp.float16) and width % 8 == 0 and width <= 128
-                  and (mask is None or (q.shape[1] % 2 == 0 and v.shape[1] % 2 == 0)))
-    return "cudnn" if backend == "gpu" and fits_cudnn else "xla"
+    fits_cudnn = (jnp.dtype(dtype) in (jnp.bfloat16, jnp.float16) and head_width % 8 == 0 and head_width <= 128
+                  and lengths_even)
+    return "cudnn" if on == "gpu" and fits_cudnn else "xla"
 
 
 def fused_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: Mask | None, causal: bool = False,

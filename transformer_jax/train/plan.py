@@ -1,14 +1,13 @@
 """A run's plan on a cluster layout, computed without the cluster: rows × length of each bucket's step (§5.1),
-real tokens per step, the checkpoint schedule and the averaging window (§6.1), and the compiled per-device memory.
+real tokens per step, the checkpoint schedule and the averaging window (§6.1).
 
-``transformer-jax describe --config=base --num_processes=8 --devices_per_process=4`` prints it, and the trainer
-uses the same :func:`row_multiple`, so what ``describe`` shows is what training does.
+``transformer-jax describe --config=base --num_processes=8 --devices_per_process=4`` prints it, the trainer uses
+the same :func:`row_multiple`, and ``transformer-jax compile`` compiles its buckets for a target (aot.py), so what
+``describe`` shows is what training does and what is compiled.
 """
 
 import dataclasses
 
-import jax
-import jax.numpy as jnp
 import ml_collections
 
 from transformer_jax import sharding
@@ -79,33 +78,3 @@ def layout_plan(config: ml_collections.ConfigDict, num_processes: int, devices_p
     return LayoutPlan(num_processes, devices_per_process, multiple, buckets,
                       plan_warnings(buckets, int(d.tokens_per_batch), multiple), int(t.checkpoint_every_steps),
                       last, schedule[-last:])
-
-
-def step_memory(config: ml_collections.ConfigDict, rows: int, length: int) -> dict:
-    """XLA's memory analysis of one compiled training step on one device with ``rows × length`` per side (bytes).
-
-    It is compiled for this machine's backend (CPU here): GPU/TPU compilers differ by their fusion and layout
-    choices, not by the model's own arrays (parameters, Adam moments, activations kept for the backward pass).
-    """
-    from transformer_jax.train.step import make_setup, make_train_step  # the model: only when memory is asked for
-
-    mesh = sharding.make_mesh(config.train.mesh, jax.devices()[:1])
-    setup = make_setup(config, mesh)
-    batch = {k: jax.ShapeDtypeStruct((rows, length), jnp.int32, sharding=sharding.batch_sharding(mesh))
-             for k in ("inputs", "targets")}
-    with jax.set_mesh(mesh):
-        compiled = make_train_step(setup).lower(setup.abstract_state, batch).compile()
-    stats = compiled.memory_analysis()
-    total = (stats.argument_size_in_bytes + stats.output_size_in_bytes - stats.alias_size_in_bytes
-             + stats.temp_size_in_bytes)
-    return {"argument_bytes": stats.argument_size_in_bytes, "output_bytes": stats.output_size_in_bytes,
-            "temp_bytes": stats.temp_size_in_bytes, "alias_bytes": stats.alias_size_in_bytes, "total_bytes": total}
-
-
-def device_memory(config: ml_collections.ConfigDict, plan: LayoutPlan) -> dict:
-    """Compiled memory of one data-parallel device's step (all its micro-batches) for the bucket with the most
-    tokens per device (ties: the longest rows, whose attention is largest)."""
-    data_parallel = plan.row_multiple // int(config.train.grad_accum_steps)
-    bucket = max(plan.buckets, key=lambda b: (b.rows * b.length, b.length))
-    rows = bucket.rows // data_parallel
-    return {"rows": rows, "length": bucket.length, **step_memory(config, rows, bucket.length)}

@@ -1,0 +1,109 @@
+"""The paper's models compiled for the pods and GPU nodes they target, on this CPU: one `transformer-jax compile`
+per (config, target), two at a time, each report kept as JSON; then a markdown table with the command of each row.
+
+    python bench/compile_targets.py --out=experiments/results/compile_targets            # compile (hours for all)
+    python bench/compile_targets.py --out=experiments/results/compile_targets --table    # the table from the JSONs
+
+Needs the [aot] extra. A row whose JSON exists is not compiled again (delete it to redo); a failed compile keeps
+its stderr beside it. Estimates in the table (step time, hours) are XLA's FLOPs at --mfu of the chip's bf16 peak.
+"""
+
+import argparse
+import concurrent.futures
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+
+CONFIGS = ("base", "base:enfr", "big", "big:enfr")
+TARGETS = ("v5e-16", "v5e-256", "v5p-128", "v6e-64", "v4-32", "h100x8", "h200x8")
+EXTRA = (("big", "v5e-1"), ("big", "v5e-8"))  # where the paper's step does not fit as configured
+
+
+def command(config: str, target: str) -> list[str]:
+    return ["transformer-jax", "compile", f"--config={config}", f"--target={target}"]
+
+
+def row_file(out: str, config: str, target: str) -> str:
+    return os.path.join(out, "rows", f"{config.replace(':', '_')}__{target}.json")
+
+
+def compile_row(out: str, config: str, target: str) -> str:
+    path = row_file(out, config, target)
+    if os.path.exists(path):
+        return f"{config} on {target}: kept"
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "ALLOW_MULTIPLE_LIBTPU_LOAD": "1"}
+    result = subprocess.run(command(config, target) + ["--json"], capture_output=True, text=True, env=env,
+                            check=False)
+    lines = result.stdout.strip().splitlines()
+    if not lines or not lines[-1].startswith("{"):
+        with open(path + ".stderr", "w") as f:
+            f.write(result.stderr)
+        return f"{config} on {target}: FAILED (status {result.returncode}; {path}.stderr)"
+    report = json.loads(lines[-1])
+    report["exit_status"] = result.returncode
+    report["stderr_last_line"] = result.stderr.strip().splitlines()[-1] if result.returncode else ""
+    with open(path, "w") as f:
+        json.dump(report, f, indent=1)
+    return f"{config} on {target}: {'fits' if report['fits'] else 'does not fit'}"
+
+
+def table(out: str) -> str:
+    header = ("| config | target | chips (hosts) | fits | GiB per chip (worst bucket) | of usable | padding | "
+              "XLA / formula FLOPs | est. step at 30% MFU | est. training time | compile here | command |")
+    rows = [header, "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    pairs = [(c, t) for c in CONFIGS for t in TARGETS] + list(EXTRA)
+    for config, target in pairs:
+        path = row_file(out, config, target)
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            r = json.load(f)
+        train = [p for p in r["programs"] if p["name"].startswith("train")]
+        worst = max(train, key=lambda p: p["total_bytes"] or 0)
+        total = worst["total_bytes"]
+        gib = f"{total / 2**30:.2f}" if worst["memory"] else f"> {total / 2**30:.2f}"
+        share = f"{total / worst['budget_bytes']:.0%}" if worst["budget_bytes"] else "–"
+        padding = f"{min(p['padding_share'] for p in train):.0%}–{max(p['padding_share'] for p in train):.0%}"
+        ratios = [p["flops_ratio"] for p in train if p["flops_ratio"]]
+        ratio = f"{min(ratios):.3f}–{max(ratios):.3f}" if ratios else "– (GPU: XLA gives none)"
+        e = r["estimate"]
+        step = f"{min(e['step_s'].values()) * 1e3:.0f}–{max(e['step_s'].values()) * 1e3:.0f} ms" if e else "–"
+        hours = f"{e['hours']:.1f} h" if e else "–"
+        seconds = sum(p["compile_s"] for p in r["programs"])
+        fits = "yes" if r["fits"] else "**no**: " + r["stderr_last_line"].removeprefix("transformer-jax compile: ")
+        rows.append(f"| {config} | {target} | {r['devices']} ({r['hosts']}) | {fits} | {gib} | {share} | {padding} | "
+                    f"{ratio} | {step} | {hours} | {seconds / 60:.1f} min | `{' '.join(command(config, target))}` |")
+    return "\n".join(rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="folder of the row JSONs and the table")
+    ap.add_argument("--table", action="store_true", help="only write the table from the JSONs there")
+    ap.add_argument("--jobs", type=int, default=2, help="compiles at once")
+    ap.add_argument("--only", default="", help="comma-separated CONFIG@TARGET pairs (default: all)")
+    args = ap.parse_args()
+    os.makedirs(os.path.join(args.out, "rows"), exist_ok=True)
+    if not args.table:
+        pairs = [(c, t) for c in CONFIGS for t in TARGETS] + list(EXTRA)
+        if args.only:
+            pairs = [tuple(p.split("@")) for p in args.only.split(",")]
+        with open(os.path.join(args.out, "provenance.json"), "w") as f:
+            json.dump({"started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+                       "host": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+                       "commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                                check=False).stdout.strip(), "jobs": args.jobs}, f, indent=1)
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            for message in pool.map(lambda p: compile_row(args.out, *p), pairs):
+                print(message, flush=True)
+    text = table(args.out)
+    with open(os.path.join(args.out, "table.md"), "w") as f:
+        f.write(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
