@@ -130,20 +130,20 @@ class Compiler:
                              lambda: step.lower(setup.abstract_state, batch))
 
     def decode(self, source_length: int) -> Program:
-        """The §6.1 decode (encoder + beam search) of ``decode.batch_size`` sentences of ``source_length`` tokens."""
+        """The §6.1 decode (encoder + beam search) of ``decode.batch_size`` sentences of ``source_length`` tokens,
+        with the all-padding rows evaluation adds where the data-parallel devices outnumber them
+        (sharding.global_eval_batch)."""
         from transformer_jax.decode.translate import make_decode_fn  # decoding only when asked for
 
-        rows = int(self.config.decode.batch_size)
-        if rows % self.data_parallel:
-            raise ValueError(f"decode.batch_size={rows} sentences cannot be split over {self.data_parallel} "
-                             f"data-parallel devices: use a multiple of {self.data_parallel} "
-                             f"(--config.decode.batch_size={math.lcm(rows, self.data_parallel)}).")
+        sentences = int(self.config.decode.batch_size)
+        rows = math.lcm(self.data_parallel, self.target.num_hosts)  # sharding.eval_rows on the target
+        rows = -(-sentences // rows) * rows  # padded as evaluation pads it
         with compiling_for(self.target.platform):
             model = sharding.model_setup(self.config, self.mesh)
             decode_fn = make_decode_fn(self.config, model.graphdef)
             inputs = jax.ShapeDtypeStruct((rows, source_length), jnp.int32, sharding=sharding.batch_sharding(self.mesh))
             rng = jax.ShapeDtypeStruct((2,), jnp.uint32, sharding=sharding.replicated(self.mesh))
-            return self._compile("decode", rows, source_length, None, None,
+            return self._compile("decode", rows, source_length, 1 - sentences / rows, None,
                                  lambda: decode_fn.lower(model.abstract_params, inputs, rng), flops=False)
 
     def _compile(self, name: str, rows: int, length: int, padding: float | None, formula: float | None,

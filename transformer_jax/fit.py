@@ -10,9 +10,9 @@ would accept them (the paper's recipe unchanged first):
 4. ``train.mesh.tensor``: heads, the FFN's inner dimension and the vocabulary split over devices (same math);
 5. ``data.tokens_per_batch`` halved — changes the recipe (§5.1), so last.
 
-Each candidate's memory is first predicted from the failing program (state / shards + the rest / micro-batches), and
-only those predicted to fit are compiled, cheapest first, at most ``max_compiles``; a candidate is the answer only
-when XLA's compile for the target fits every bucket (the failing ones first).
+Each candidate's memory is first predicted from the failing program (state / shards + temporaries / micro-batches +
+code and batch), and only those predicted to fit are compiled, cheapest first, at most ``max_compiles``; a
+candidate is the answer only when XLA's compile for the target fits every bucket (the failing ones first).
 """
 
 from __future__ import annotations
@@ -68,7 +68,13 @@ def candidates(config: ml_collections.ConfigDict, target: Target, worst: Program
     devices = target.num_devices
     _, fsdp, tensor = sharding.mesh_shape(config.train.mesh, devices)
     accum, heads = int(config.train.grad_accum_steps), int(config.model.num_heads)
-    rest = max(worst.total_bytes - state, 0.0)  # activations, gradients, the batch, code
+    # what micro-batches shrink (temporaries: activations, gradients) and what they do not (code, the batch); a
+    # program the compiler refused has no breakdown: all but the state counts as temporaries
+    if worst.memory:
+        scaled, fixed = worst.memory["temp"], max(worst.total_bytes - state - worst.memory["temp"], 0.0)
+    else:
+        scaled, fixed = max(worst.total_bytes - state, 0.0), 0.0
+    rest = scaled + fixed
 
     def mesh(f: int, t: int) -> dict[str, int]:
         return {"train.mesh.data": -1, "train.mesh.fsdp": f, "train.mesh.tensor": t}
@@ -82,13 +88,13 @@ def candidates(config: ml_collections.ConfigDict, target: Target, worst: Program
 
     kinds: list[list[Candidate]] = [
         [Candidate({**mesh(f, tensor)}, state * fsdp / f + rest) for f in shard_factors(fsdp, devices // tensor)],
-        [Candidate({"train.grad_accum_steps": accum * k}, state + rest / k) for k in (2, 4, 8, 16)],
-        [Candidate({**mesh(f, tensor), "train.grad_accum_steps": accum * k}, state * fsdp / f + rest / k)
+        [Candidate({"train.grad_accum_steps": accum * k}, state + scaled / k + fixed) for k in (2, 4, 8, 16)],
+        [Candidate({**mesh(f, tensor), "train.grad_accum_steps": accum * k}, state * fsdp / f + scaled / k + fixed)
          for k in (2, 4, 8) for f in shard_factors(fsdp, devices // tensor)],
         [Candidate({**mesh(fsdp, t)}, (state + rest) * tensor / t)
          for t in shard_factors(tensor, devices // fsdp) if heads % t == 0],
-        [Candidate({"data.tokens_per_batch": int(config.data.tokens_per_batch) // 2 ** i}, state + rest / 2 ** i,
-                   changes_recipe=True) for i in (1, 2, 3)],
+        [Candidate({"data.tokens_per_batch": int(config.data.tokens_per_batch) // 2 ** i},
+                   state + scaled / 2 ** i + fixed, changes_recipe=True) for i in (1, 2, 3)],
     ]
     chosen = []
     for kind in kinds:

@@ -95,12 +95,23 @@ def global_batch(local_batch: dict[str, np.ndarray], mesh: jax.sharding.Mesh) ->
     return {k: jax.make_array_from_process_local_data(sharding, v) for k, v in local_batch.items()}
 
 
+def eval_rows(rows: int, mesh: jax.sharding.Mesh) -> int:
+    """``rows`` rounded up to a multiple of the devices that split a batch (data × fsdp) and of the hosts."""
+    multiple = math.lcm(mesh.shape["data"] * mesh.shape["fsdp"], jax.process_count())
+    return -(-rows // multiple) * multiple
+
+
 def global_eval_batch(batch: dict[str, np.ndarray], mesh: jax.sharding.Mesh) -> dict[str, jax.Array]:
-    """Global arrays from a batch that every host built whole (evaluation data): each passes its own rows."""
+    """Global arrays from a batch that every host built whole (evaluation data): each passes its own rows.
+
+    The batch is padded with all-padding rows (id 0: no tokens, no loss, outputs nobody reads) to `eval_rows`, so
+    that ``decode.batch_size`` sentences can be evaluated on a pod with more data-parallel devices than that.
+    """
     rows, count, index = next(iter(batch.values())).shape[0], jax.process_count(), jax.process_index()
-    if rows % count:
-        raise ValueError(f"Batch of {rows} rows cannot be split over {count} hosts.")
-    n = rows // count
+    padded = eval_rows(rows, mesh)
+    if padded != rows:
+        batch = {k: np.pad(v, [(0, padded - rows)] + [(0, 0)] * (v.ndim - 1)) for k, v in batch.items()}
+    n = padded // count
     return global_batch({k: v[index * n:(index + 1) * n] for k, v in batch.items()}, mesh)
 
 
