@@ -3,7 +3,6 @@ batch is padded with empty rows, and the translations and dev loss are those of 
 `sharding.global_eval_batch` could not split such a batch and decoding on the pod failed."""
 
 import numpy as np
-
 from test_train_sharding import SCRIPTS, run_script
 
 

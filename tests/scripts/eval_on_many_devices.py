@@ -9,12 +9,12 @@ from tiny_setup import set_xla_flags, tiny_config
 
 set_xla_flags(device_count=8)
 
-import jax  # noqa: E402  (after the XLA flags)
-import numpy as np  # noqa: E402
+import jax
+import numpy as np
 
-from transformer_jax import sharding  # noqa: E402
-from transformer_jax.decode.translate import make_decode_fn  # noqa: E402
-from transformer_jax.train.step import init_state, make_eval_step, make_setup  # noqa: E402
+from transformer_jax import sharding
+from transformer_jax.decode.translate import make_decode_fn
+from transformer_jax.train.step import init_state, make_eval_step, make_setup
 
 
 def main() -> None:
