@@ -218,3 +218,9 @@ def test_cli_json_and_list_targets():
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert (report["devices"], report["hosts"], report["dtype"], report["attention"]) == (8, 1, "bfloat16", "xla")
     assert [p["name"] for p in report["programs"]] == ["train 64", "decode"] and report["fits"]
+
+
+@pytest.mark.parametrize("name, chip", [("v4-8", "v4"), ("v5e-1", "v5e"), ("v5p-8", "v5p"), ("v6e-8", "v6e")])
+def test_topology_devices_report_the_kinds_local_targets_read(name, chip):
+    """A job on the chip itself (``--target=local``) finds the chip's figures by jax's device_kind."""
+    assert targets.TPU_KINDS[targets.parse(name).devices()[0].device_kind] == chip

@@ -33,6 +33,8 @@ def test_pip_install_outside_the_checkout(tmp_path):
     assert {name for name in added if not name.endswith(".dist-info")} == {"transformer_jax"}, added
     installed = packages / "transformer_jax"
     assert (installed / "configs" / "base.py").is_file() and (installed / "launch" / "cli.py").is_file()
+    # the GPU target descriptions `compile --target=h100x8` reads are package data
+    assert {p.name for p in (installed / "gpu_targets").glob("*.txtpb")} == {"a100.txtpb", "h100.txtpb", "h200.txtpb"}
 
     # From an empty folder, with a user's own (broken) `configs` package on the path.
     empty = tmp_path / "elsewhere"

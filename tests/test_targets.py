@@ -96,3 +96,32 @@ def test_missing_extra_names_the_install_command(monkeypatch):
     with pytest.raises(targets.TargetUnavailable) as error:
         targets.check_installed("tpu")
     assert str(error.value).endswith('pip install -e ".[aot]"') and "libtpu" in str(error.value)
+
+
+def test_compile_verb_on_this_machine_and_its_refusals():
+    """`compile --target=local` runs the verb end to end without the [aot] extra (XLA:CPU: float32, the einsum
+    attention, no memory budget); a missing or unknown --target is one line with exit status 1."""
+    import json
+
+    from cli_runs import run_all
+
+    results = run_all({"local": ["compile", "--config=tiny", "--target=local", "--json"],
+                       "none": ["compile", "--config=tiny"],
+                       "unknown": ["compile", "--config=tiny", "--target=v5e-3"]})
+    local = results["local"]
+    assert local.returncode == 0, local.stderr[-2000:]
+    report = json.loads(local.stdout.strip().splitlines()[-1])
+    assert (report["platform"], report["dtype"], report["attention"], report["devices"]) == ("cpu", "float32", "cpu", 1)
+    assert [p["name"] for p in report["programs"]] == ["train 64", "decode"] and report["fits"]
+    train = report["programs"][0]
+    assert train["memory"]["argument"] > 0 and train["budget_bytes"] is None and train["rows_per_device"] == train["rows"]
+    for name, expected in (("none", "--target is required"), ("unknown", "--target=v5e-3: v5e slices are named")):
+        result = results[name]
+        assert result.returncode == 1 and result.stdout == ""
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"transformer-jax compile: {expected}"), result.stderr
+
+
+def test_device_kinds_name_the_chips_libtpu_models():
+    """The kinds jax reports for TPU chips (checked against libtpu's topology devices by test_aot.py)."""
+    assert {targets.TPU_KINDS[k] for k in targets.TPU_KINDS} == {"v4", "v5e", "v5p", "v6e"}

@@ -210,13 +210,17 @@ def _tpu(name: str, chip: str, shape: tuple[int, ...], slices: int) -> Target:
     return Target(name, CHIPS[chip], topology, slices, per_host)
 
 
+# jax's device_kind of each TPU chip (libtpu's topology devices report the same)
+TPU_KINDS = {"TPU v4": "v4", "TPU v5 lite": "v5e", "TPU v5": "v5p", "TPU v5p": "v5p", "TPU v6 lite": "v6e"}
+
+
 def local_target() -> Target:
-    """This machine's own devices (``jax.devices()``), the target `train` uses."""
+    """This machine's own devices (``jax.devices()``), the target `train` uses; a known chip keeps its figures."""
     device = jax.devices()[0]
-    kind = device.device_kind.lower()
-    for key, chip in CHIPS.items():
-        if key in kind.replace(" lite", "e").replace("tpu v", "v").replace(" ", ""):
-            return Target("local", chip, "local")
+    key = TPU_KINDS.get(device.device_kind) or next(
+        (k for k in ("a100", "h100", "h200") if k in device.device_kind.lower()), None)
+    if key:
+        return Target("local", CHIPS[key], "local")
     limit = (device.memory_stats() or {}).get("bytes_limit") if device.platform != "cpu" else None
     usable = round(limit / GIB, 2) if limit else None
     platform = "gpu" if device.platform in ("gpu", "cuda", "rocm") else device.platform
@@ -237,6 +241,7 @@ def _devices(target: Target) -> tuple:
 
     if target.platform == "tpu":
         os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")  # no metadata server to ask off a TPU VM
+        os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")  # (else libtpu logs an error about its absence)
         # compiling touches no chip: let it run beside a training job (or another compile) that holds libtpu's lock
         os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
         options = {}
