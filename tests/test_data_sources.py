@@ -141,6 +141,54 @@ def test_wmt14_mock_data_through_the_whole_pipeline(tmp_path):
     assert tokenizer.decode(first) == " ".join(src_texts[index].split())  # SentencePiece collapses whitespace runs
 
 
+def test_wmt14_preparation_without_network_names_the_url_and_leaves_nothing(tmp_path, monkeypatch):
+    """The real tfds builder (no mock) prepares WMT14 from statmt.org; with no network the download fails at once
+    (injected) and the error names the network and the URL, not a package; the data_dir is left as it was. In a
+    fresh install this also fails if a package tfds imports on that path is not a dependency (importlib_resources
+    was not, on Python 3.11)."""
+    import requests
+
+    def offline(session, request, **kwargs):
+        raise requests.exceptions.ConnectionError(f"Failed to resolve '{request.url.split('/')[2]}'", request=request)
+
+    monkeypatch.setattr(requests.Session, "send", offline)
+    data_dir = tmp_path / "tfds"
+    (data_dir / "other_dataset").mkdir(parents=True)  # someone else's data stays
+    config = make_config("wmt14_ende", data_dir=str(data_dir))
+    with pytest.raises(DataError) as error:
+        get_source(config.data).load("dev")
+    message = str(error.value)
+    assert "no network connection" in message and "statmt.org" in message and "\n" not in message, message
+    assert sorted(p.relative_to(data_dir).as_posix() for p in data_dir.rglob("*")) == ["other_dataset"]
+
+
+def test_wmt14_missing_package_is_named(tmp_path):
+    """A package tfds imports (lazily) on its prepare path missing: one line naming it and the pip command. In a
+    subprocess, where the package can be hidden before tfds first imports it."""
+    import subprocess
+    import sys
+
+    program = f"""
+import sys
+sys.modules["importlib_resources"] = None  # import raises ModuleNotFoundError
+import requests
+requests.Session.send = lambda *a, **k: sys.exit("downloaded without the package")
+from transformer_jax.configs import base
+from transformer_jax.data.sources import DataError, get_source
+c = base.get_config()
+c.data.data_dir = {str(tmp_path / "tfds")!r}
+try:
+    get_source(c.data).load("dev")
+except DataError as e:
+    print(e)
+"""
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = result.stdout.strip().splitlines()[-1]
+    assert "needs the Python package 'importlib_resources'" in line and "pip install importlib-resources" in line, line
+    assert not (tmp_path / "tfds").exists()
+
+
 # -- text files and synthetic through the pipeline ---------------------------------------------------------------
 
 

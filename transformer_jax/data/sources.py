@@ -284,27 +284,83 @@ class Wmt14Source(Source):
     """WMT 2014 from tensorflow-datasets ``wmt14_translate/<config>`` (§5.1); no TensorFlow needed.
 
     ``config.data.data_dir`` is the tfds data_dir ("" = tfds' default). The dataset is downloaded and prepared on
-    first use when the machine has network access.
+    first use when the machine has network access. A preparation that fails (no network, a missing package) is one
+    :class:`DataError` naming the URL or the package, and leaves the data_dir as it found it: tfds' partial downloads
+    and empty dataset folders of that attempt are removed, so nothing half-written is mistaken for data.
     """
 
     tfds_config: ClassVar[str] = ""
 
     def _raw_pairs(self, split: str) -> Iterator[Pair]:
-        import tensorflow_datasets as tfds
-        from tensorflow_datasets.translate import wmt14  # noqa: F401  (registers the builder without TensorFlow)
-
         name = f"wmt14_translate/{self.tfds_config}"
         data_dir = str(_get(self.config, "data_dir", "")) or None
         try:
+            import tensorflow_datasets as tfds
+            from tensorflow_datasets.translate import wmt14  # noqa: F401  (registers the builder without TensorFlow)
+        except ModuleNotFoundError as e:
+            raise DataError(_missing_package(name, e)) from None
+        root = Path(os.path.expanduser(data_dir)) if data_dir else Path(tfds.core.constants.DATA_DIR)
+        before = _tree(root)
+        try:
             ds = tfds.data_source(name, split=WMT14_SPLITS[split], data_dir=data_dir)
         except Exception as e:  # tfds raises many types (network, missing files, ...)
+            _remove_new(root, before)
+            if isinstance(e, ModuleNotFoundError):
+                raise DataError(_missing_package(name, e)) from None
+            url = _network_failure(e)
+            if url is not None:
+                raise DataError(f"Could not download {url} to prepare {name}: no network connection ({_first_line(e)})"
+                                f". Prepare it where there is network (the same command), then point config.data.data_dir at "
+                                f"the prepared folder.") from None
             raise DataError(
-                f"Could not load {name} split {WMT14_SPLITS[split]!r} (data_dir={data_dir}): {e}. It is downloaded "
-                "and prepared on first use with network access; or set config.data.data_dir to a prepared one."
+                f"Could not load {name} split {WMT14_SPLITS[split]!r} (data_dir={data_dir}): {_first_line(e)}. It is "
+                "downloaded and prepared on first use with network access; or set config.data.data_dir to a prepared one."
             ) from e
         src, tgt = self.source_lang, self.target_lang
         for record in _read_records(ds):
             yield _text(record[src]), _text(record[tgt])
+
+
+def _missing_package(name: str, error: ModuleNotFoundError) -> str:
+    package = (error.name or str(error)).split(".")[0]
+    return (f"tensorflow-datasets needs the Python package {package!r} to prepare {name}, and it is not installed: "
+            f"pip install {package.replace('_', '-')} (or reinstall transformer_jax, which declares it).")
+
+
+def _network_failure(error: BaseException) -> str | None:
+    """The URL a download failed on for want of a network (DNS, refused, unreachable), else None."""
+    import socket
+
+    while error is not None:
+        request = getattr(error, "request", None)
+        url = getattr(request, "url", None) or getattr(error, "url", None)
+        name = type(error).__name__
+        if isinstance(error, socket.gaierror | ConnectionError | TimeoutError) or name in (
+                "ConnectionError", "NameResolutionError", "MaxRetryError", "NewConnectionError", "URLError"):
+            return url or "a tfds download URL"
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+
+
+def _tree(root: Path) -> set[Path]:
+    """Every path under ``root`` now (tfds' data_dir, its downloads included)."""
+    return set(root.rglob("*")) if root.is_dir() else set()
+
+
+def _remove_new(root: Path, before: set[Path]) -> None:
+    """Removes what a failed preparation added under ``root``: new files, then new folders left empty."""
+    new = _tree(root) - before
+    for path in sorted((p for p in new if not p.is_dir()), reverse=True):
+        path.unlink(missing_ok=True)
+    for path in sorted((p for p in new if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            path.rmdir()
+    if not before and root.is_dir() and not any(root.iterdir()):
+        root.rmdir()
 
 
 def _read_records(ds: Any, chunk: int = 4096) -> Iterator[dict]:
