@@ -2,7 +2,7 @@
 per (config, target), two at a time, each report kept as JSON; then a markdown table with the command of each row.
 
     python bench/compile_targets.py --out=experiments/results/compile_targets            # compile (hours for all)
-    python bench/compile_targets.py --out=experiments/results/compile_targets --table    # the table from the JSONs
+    python bench/compile_targets.py --out=experiments/results/compile_targets --table    # the tables from the JSONs
 
 Needs the [aot] extra. A row whose JSON exists is not compiled again (delete it to redo); a failed compile keeps
 its stderr beside it. Estimates in the table (step time, hours) are XLA's FLOPs at --mfu of the chip's bf16 peak.
@@ -70,12 +70,38 @@ def table(out: str) -> str:
         ratios = [p["flops_ratio"] for p in train if p["flops_ratio"]]
         ratio = f"{min(ratios):.3f}–{max(ratios):.3f}" if ratios else "– (GPU: XLA gives none)"
         e = r["estimate"]
-        step = f"{min(e['step_s'].values()) * 1e3:.0f}–{max(e['step_s'].values()) * 1e3:.0f} ms" if e else "–"
-        hours = f"{e['hours']:.1f} h" if e else "–"
+        step = f"{min(e['step_s'].values()) * 1e3:.2g}–{max(e['step_s'].values()) * 1e3:.2g} ms" if e else "–"
+        hours = f"{e['hours']:.2g} h" if e else "–"
         seconds = sum(p["compile_s"] for p in r["programs"])
         fits = "yes" if r["fits"] else "**no**: " + r["stderr_last_line"].removeprefix("transformer-jax compile: ")
         rows.append(f"| {config} | {target} | {r['devices']} ({r['hosts']}) | {fits} | {gib} | {share} | {padding} | "
                     f"{ratio} | {step} | {hours} | {seconds / 60:.1f} min | `{' '.join(command(config, target))}` |")
+    return "\n".join(rows)
+
+
+def summary(out: str) -> str:
+    """One line per target: each config's worst-bucket GiB per chip (✗: does not fit) and the estimated hours."""
+    names = [c.replace(":enfr", " EN→FR") + ("" if ":" in c else " EN→DE") for c in CONFIGS]
+    header = "| target | chips (hosts) | " + " | ".join(names) + " | est. training base / big EN→DE |"
+    rows = [header, "|---|---:|" + "---:|" * len(CONFIGS) + "---:|"]
+    for target in TARGETS + tuple(t for _, t in EXTRA):
+        cells, hours, chips = [], {}, ""
+        for config in CONFIGS:
+            path = row_file(out, config, target)
+            if not os.path.exists(path):
+                cells.append("")
+                continue
+            with open(path) as f:
+                r = json.load(f)
+            chips = f"{r['devices']} ({r['hosts']})"
+            total = max(p["total_bytes"] or 0 for p in r["programs"] if p["name"].startswith("train"))
+            cells.append(f"{total / 2**30:.2f} GiB" + ("" if r["fits"] else " ✗"))
+            if r["estimate"] and ":" not in config:
+                hours[config] = r["estimate"]["hours"]
+        if not chips:
+            continue
+        time = " / ".join(f"{hours[c]:.2g} h" if c in hours else "–" for c in ("base", "big"))
+        rows.append(f"| {target} | {chips} | " + " | ".join(cells) + f" | {time} |")
     return "\n".join(rows)
 
 
@@ -102,6 +128,8 @@ def main() -> None:
     text = table(args.out)
     with open(os.path.join(args.out, "table.md"), "w") as f:
         f.write(text + "\n")
+    with open(os.path.join(args.out, "summary.md"), "w") as f:
+        f.write(summary(args.out) + "\n")
     print(text)
 
 
