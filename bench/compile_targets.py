@@ -17,9 +17,13 @@ import platform
 import subprocess
 import sys
 
+from transformer_jax import aot
+from transformer_jax import target as targets
+
 CONFIGS = ("base", "base:enfr", "big", "big:enfr")
 TARGETS = ("v5e-16", "v5e-256", "v5p-128", "v6e-64", "v4-32", "h100x8", "h200x8")
 EXTRA = (("big", "v5e-1"), ("big", "v5e-8"))  # where the paper's step does not fit as configured
+NUM_STEPS = {"base": 100_000, "big": 300_000}  # §5.2 (configs/base.py, table3.py), for reports saved without it
 
 
 def command(config: str, target: str) -> list[str]:
@@ -50,9 +54,16 @@ def compile_row(out: str, config: str, target: str) -> str:
     return f"{config} on {target}: {'fits' if report['fits'] else 'does not fit'}"
 
 
+def estimate(report: dict, mfu: float = 0.3) -> dict | None:
+    """aot.step_hours of a saved report, for its target's chip at ``mfu`` (the formula's FLOPs on GPU)."""
+    chip = targets.parse(report["target"]).chip
+    steps = report["num_steps"] if "num_steps" in report else NUM_STEPS[report["config"].split("_")[0]]
+    return aot.step_hours(*aot.step_flops(report["programs"]), chip.peak_tflops, mfu, steps, report["devices"])
+
+
 def table(out: str) -> str:
     header = ("| config | target | chips (hosts) | fits | GiB per chip (worst bucket) | of usable | padding | "
-              "XLA / formula FLOPs | est. step at 30% MFU | est. training time | compile here | command |")
+              "XLA / formula FLOPs | est. step at 30% MFU* | est. training time* | compile here | command |")
     rows = [header, "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     pairs = [(c, t) for c in CONFIGS for t in TARGETS] + list(EXTRA)
     for config, target in pairs:
@@ -69,7 +80,7 @@ def table(out: str) -> str:
         padding = f"{min(p['padding_share'] for p in train):.0%}–{max(p['padding_share'] for p in train):.0%}"
         ratios = [p["flops_ratio"] for p in train if p["flops_ratio"]]
         ratio = f"{min(ratios):.3f}–{max(ratios):.3f}" if ratios else "– (GPU: XLA gives none)"
-        e = r["estimate"]
+        e = estimate(r)
         step = f"{min(e['step_s'].values()) * 1e3:.2g}–{max(e['step_s'].values()) * 1e3:.2g} ms" if e else "–"
         hours = f"{e['hours']:.2g} h" if e else "–"
         seconds = sum(p["compile_s"] for p in r["programs"])
@@ -96,8 +107,8 @@ def summary(out: str) -> str:
             chips = f"{r['devices']} ({r['hosts']})"
             total = max(p["total_bytes"] or 0 for p in r["programs"] if p["name"].startswith("train"))
             cells.append(f"{total / 2**30:.2f} GiB" + ("" if r["fits"] else " ✗"))
-            if r["estimate"] and ":" not in config:
-                hours[config] = r["estimate"]["hours"]
+            if estimate(r) and ":" not in config:
+                hours[config] = estimate(r)["hours"]
         if not chips:
             continue
         time = " / ".join(f"{hours[c]:.2g} h" if c in hours else "–" for c in ("base", "big"))

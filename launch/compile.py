@@ -88,14 +88,16 @@ def compile_run(config, target: targets.Target, buckets: list[int] | None, decod
         _log("compiling the decode step ...")
         programs.append(compiler.decode(decode_length or int(config.data.max_length)))
         _log(_line(programs[-1]))
-    estimate = aot.step_hours(programs, target.chip.peak_tflops, mfu, int(config.train.num_steps), target.num_devices)
+    estimate = aot.step_hours(*aot.step_flops(programs), target.chip.peak_tflops, mfu, int(config.train.num_steps),
+                              target.num_devices)
     report = {"target": target.name, "target_description": target.describe(), "topology": target.topology,
             "devices": target.num_devices, "hosts": target.num_hosts, "chip": target.chip.name,
             "hbm_gib": target.chip.hbm_gib, "budget_gib": None if compiler.budget_bytes is None
             else compiler.budget_bytes / targets.GIB, "config": config.name, **choices,
             "mesh": dict(compiler.mesh.shape), "grad_accum_steps": int(config.train.grad_accum_steps),
             "passes_per_row": passes_per_row(config), "programs": [p.as_dict() for p in programs],
-            "estimate": estimate, "jax": jax.__version__, "fits": all(p.fits for p in programs)}
+            "num_steps": int(config.train.num_steps), "estimate": estimate, "jax": jax.__version__,
+            "fits": all(p.fits for p in programs)}
     return report, programs
 
 
@@ -127,7 +129,8 @@ def table(report: dict) -> str:
                      f"{total:>9} {budget:>6} {ratio:>11} {step:>8} {p['compile_s']:>9.0f}")
     if report["estimate"]:
         e = report["estimate"]
-        lines.append(f"* estimate: XLA's FLOPs per chip at {e['mfu']:.0%} of {report['chip']}'s bf16 peak; "
+        flops = "XLA's FLOPs" if e["flops"] == "xla" else "the formula's FLOPs (XLA's GPU compiler counts none)"
+        lines.append(f"* estimate: {flops} per chip at {e['mfu']:.0%} of {report['chip']}'s bf16 peak; "
                      f"train.num_steps at the buckets' mean step ≈ {e['hours']:.2g} h (not a measurement)")
     return "\n".join(lines)
 

@@ -204,16 +204,26 @@ def state_bytes(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh) -> i
                for a in jax.tree.leaves(setup.abstract_state))
 
 
-def step_hours(programs: list[Program], peak_tflops: float | None, mfu: float, num_steps: int,
+def step_flops(programs: list[Program] | list[dict]) -> tuple[dict[str, float], str]:
+    """The FLOPs of each training program (all devices) — XLA's, or the formula's where XLA gives none (its GPU
+    compiler) — and which of the two they are."""
+    get = (lambda p, k: p[k]) if programs and isinstance(programs[0], dict) else getattr
+    train = [p for p in programs if get(p, "name").startswith("train")]
+    if train and all(get(p, "xla_flops") for p in train):
+        return {get(p, "name"): get(p, "xla_flops") for p in train}, "xla"
+    return {get(p, "name"): get(p, "formula_flops") for p in train if get(p, "formula_flops")}, "formula"
+
+
+def step_hours(flops: dict[str, float], source: str, peak_tflops: float | None, mfu: float, num_steps: int,
                devices: int) -> dict | None:
-    """Estimated step time (s) of each training program — XLA's FLOPs per device at ``mfu`` of the chip's peak —
-    and the hours of ``num_steps`` at their mean (buckets come in similar numbers of steps: each holds ~the same
-    tokens). An estimate, not a measurement."""
-    train = [p for p in programs if p.name.startswith("train") and p.xla_flops]
-    if not peak_tflops or not train:
+    """Estimated step time (s) of each training program — its FLOPs per device at ``mfu`` of the chip's peak — and
+    the hours of ``num_steps`` at their mean (each bucket's step holds about the same tokens, so the buckets' steps
+    come in similar numbers). An estimate, not a measurement."""
+    if not peak_tflops or not flops:
         return None
-    seconds = {p.name: p.xla_flops / devices / (peak_tflops * 1e12 * mfu) for p in train}
-    return {"mfu": mfu, "step_s": seconds, "hours": num_steps * sum(seconds.values()) / len(seconds) / 3600}
+    seconds = {name: f / devices / (peak_tflops * 1e12 * mfu) for name, f in flops.items()}
+    return {"mfu": mfu, "flops": source, "step_s": seconds,
+            "hours": num_steps * sum(seconds.values()) / len(seconds) / 3600}
 
 
 def gib(n: float | None) -> str:
