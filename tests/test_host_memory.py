@@ -33,8 +33,8 @@ print(applied, host_memory.setting(), sum(faults[1:]))
 """
 
 
-def probe(value: str) -> tuple[str, str, int]:
-    env = {**os.environ, host_memory.ENV: value}
+def probe(value: str, **env_vars: str) -> tuple[str, str, int]:
+    env = {**os.environ, host_memory.ENV: value, "JAX_PLATFORMS": "cpu", **env_vars}
     out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, check=True)
     applied, setting, faults = out.stdout.split()
     return applied, setting, int(faults)
@@ -54,7 +54,31 @@ def test_freed_blocks_are_reused_without_page_faults():
 
 def test_an_unknown_setting_is_a_clear_error(monkeypatch):
     monkeypatch.setenv(host_memory.ENV, "tcmalloc")
-    with pytest.raises(ValueError, match="TRANSFORMER_JAX_HOST_MALLOC='tcmalloc': expected one of keep, default"):
+    with pytest.raises(ValueError, match="TRANSFORMER_JAX_HOST_MALLOC='tcmalloc': expected one of auto, keep, default"):
         host_memory.keep_freed_memory()
     monkeypatch.setenv(host_memory.ENV, " Default ")
     assert host_memory.requested() == "default" and host_memory.keep_freed_memory() is False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_not_applied_where_xla_runs_on_an_accelerator():
+    """On a GPU/TPU host XLA:CPU's page faults are not there to save, and one arena would make SentencePiece's,
+    orbax's and tensorstore's threads queue on one lock: "auto" (the default) leaves glibc alone; "keep" insists."""
+    assert probe("auto")[:2] == ("True", "keep")  # XLA:CPU
+    for platforms in ("tpu", "cuda", "gpu,cpu"):
+        assert probe("auto", JAX_PLATFORMS=platforms)[:2] == ("False", "default"), platforms
+    assert probe("keep", JAX_PLATFORMS="tpu")[:2] == ("True", "keep")
+
+
+def test_accelerator_from_device_files():
+    def files(*present):
+        import fnmatch
+
+        return lambda pattern: fnmatch.filter(present, pattern)
+
+    assert host_memory.accelerator("", files("/dev/nvidia0", "/dev/nvidiactl")) == "gpu"
+    assert host_memory.accelerator("", files("/dev/vfio/0")) == "tpu"
+    assert host_memory.accelerator("", files("/dev/accel0")) == "tpu"
+    assert host_memory.accelerator("", files("/dev/nvidiactl")) is None  # a driver without a GPU
+    assert host_memory.accelerator("", files()) is None
+    assert host_memory.accelerator("cpu", files("/dev/nvidia0")) is None  # JAX_PLATFORMS decides where it is set
