@@ -88,3 +88,39 @@ def test_averaging_more_than_the_schedule_holds_names_the_schedule(clocked_run):
     with pytest.raises(ValueError, match=r"Cannot average the last 6 checkpoints: the run has 5 on its step "
                                          r"schedule \(every 4 steps: 8, 12, 16, 20, 24\)"):
         restore_run(str(workdir), "avg6")
+
+
+def test_a_resume_with_another_schedule_deletes_nothing_that_was_scheduled(tmp_path):
+    """Extending a run (num_steps 14 → 20), respacing it (every 4 → every 6) or lowering keep_checkpoints on resume:
+    a checkpoint saved on the schedule stays scheduled (kept, averaged), as checkpoint_schedule.json recorded it.
+    Before the record, the extension deleted checkpoint 14 (no longer a final step) and the respacing 4 and 8."""
+    extended = tmp_path / "extended"
+    train(tiny.tiny_config(num_steps=14, checkpoint_every_steps=4, keep_checkpoints=3), str(extended), progress=False)
+    assert folder.checkpoint_steps(extended) == [8, 12, 14]
+    train(tiny.tiny_config(num_steps=20, checkpoint_every_steps=4, keep_checkpoints=3), str(extended), progress=False)
+    assert folder.checkpoint_steps(extended) == [14, 16, 20]  # keep 3 of the scheduled 8, 12, 14, 16, 20
+    assert _restored(extended, "avg3") == "avg3 (steps 14, 16, 20)"
+
+    respaced = tmp_path / "respaced"
+    train(tiny.tiny_config(num_steps=12, checkpoint_every_steps=4, keep_checkpoints=5), str(respaced), progress=False)
+    with _capture("transformer_jax.run.checkpoints") as records:
+        train(tiny.tiny_config(num_steps=18, checkpoint_every_steps=6, keep_checkpoints=2), str(respaced),
+              progress=False)
+    assert folder.checkpoint_steps(respaced) == [4, 8, 12, 18]  # keep stays at the 5 the run had
+    assert any("keep_checkpoints=2 is lower than the 5" in r.getMessage() for r in records)
+    assert _restored(respaced, "avg4") == "avg4 (steps 4, 8, 12, 18)"
+
+
+def test_a_branch_takes_the_record_up_to_its_step(tmp_path):
+    import json
+
+    from transformer_jax.run.checkpoints import copy_schedule
+
+    source, branch = tmp_path / "source", tmp_path / "branch"
+    source.mkdir()
+    branch.mkdir()
+    (source / folder.SCHEDULE_FILE).write_text(json.dumps({"scheduled": [4, 8, 12, 14], "keep": 3}))
+    copy_schedule(str(source), str(branch), 12)
+    assert json.loads((branch / folder.SCHEDULE_FILE).read_text()) == {"scheduled": [4, 8, 12], "keep": 3}
+    copy_schedule(str(tmp_path / "no_record"), str(tmp_path), 12)  # a run from before the record: nothing to copy
+    assert not (tmp_path / folder.SCHEDULE_FILE).exists()

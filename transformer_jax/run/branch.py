@@ -28,6 +28,7 @@ import ml_collections
 
 from transformer_jax.data.tokenizer import VOCAB_FILENAME
 from transformer_jax.run import folder
+from transformer_jax.run.checkpoints import copy_schedule
 from transformer_jax.run.metrics import START_EVENT, read_metrics
 
 logger = logging.getLogger(__name__)
@@ -125,6 +126,7 @@ def _copy(source: str, step: int, workdir: str) -> None:
     for s in folder.checkpoint_steps(source):
         if s <= step:
             shutil.copytree(os.path.join(source, folder.CHECKPOINT_DIR, str(s)), os.path.join(checkpoints, str(s)))
+    copy_schedule(source, workdir, step)
     records = read_metrics(source)
     kept = [r for r in records if int(r.get("step", 0)) < step or (r.get("step") == step
                                                                       and r.get("event") != START_EVENT)]

@@ -4,9 +4,11 @@
 (base 0.4 s, big 1.0 s on 8 P100) that is every 1,500 / 600 steps, and the configs save on that STEP schedule
 (``checkpoint_every_steps``): on faster hardware a 10-minute clock would average weights from far-apart (or too
 few) steps. The schedule is every multiple of ``every_steps`` plus the run's final step; :func:`schedule_steps`
-picks those out of a run's checkpoints, and averaging takes its last N from them only. Saves every
-``every_minutes`` of wall-clock time (and the one a SIGTERM triggers) are *safety* saves for preemption: they are
-resumed from, but never averaged, and only the newest one is kept (when it is newer than the schedule's).
+picks those out of a run's checkpoints, and averaging takes its last N from them only. A checkpoint is scheduled if
+it was when written (``<workdir>/checkpoint_schedule.json`` records it), so resuming with another ``num_steps``,
+``checkpoint_every_steps`` or a lower ``keep_checkpoints`` prunes none of them and ``avgN`` still draws on them.
+Saves every ``every_minutes`` of wall-clock time (and the one a SIGTERM triggers) are *safety* saves for
+preemption: they are resumed from, but never averaged, and only the newest one is kept (when it is newer than the schedule's).
 
 Multi-host: orbax's save is a collective, so every process must save at the same step. The schedule is pure step
 arithmetic; the clock is read only at clock-check steps (every ``clock_check_every`` steps, where the trainer
@@ -54,7 +56,7 @@ from transformer_jax.run.disk_errors import (
     is_environmental,
     quiet_orbax,
 )
-from transformer_jax.run.folder import CHECKPOINT_DIR, checkpoint_steps
+from transformer_jax.run.folder import CHECKPOINT_DIR, SCHEDULE_FILE, checkpoint_steps
 
 UNFINISHED_MARK = ".orbax-checkpoint-tmp"  # orbax writes <step>.orbax-checkpoint-tmp[-<time>] and renames it when done
 CORRUPT_MARK = ".corrupt-"  # <step>.corrupt-<time>: a checkpoint that could not be read, set aside
@@ -83,18 +85,44 @@ def planned_schedule(every_steps: int, num_steps: int) -> list[int]:
 
 @dataclasses.dataclass
 class _KeepSchedule:
-    """orbax preservation policy: the last ``keep`` scheduled checkpoints, plus the newest one of any kind."""
+    """orbax preservation policy: the last ``keep`` scheduled checkpoints, plus the newest one of any kind.
+
+    Scheduled are the checkpoints on the current step schedule and those ``recorded`` as scheduled when they were
+    written (a resume with another ``num_steps`` or ``checkpoint_every_steps`` must not turn them into safety saves).
+    """
 
     keep: int
     every_steps: int
     num_steps: int
+    recorded: set[int] = dataclasses.field(default_factory=set)
+
+    def scheduled(self, steps: Sequence[int]) -> list[int]:
+        return sorted(set(schedule_steps(steps, self.every_steps, self.num_steps)) | (self.recorded & set(steps)))
 
     def should_preserve(self, checkpoints, *, context) -> list[bool]:
         del context
         steps = [c.step for c in checkpoints]
-        kept = set(schedule_steps(steps, self.every_steps, self.num_steps)[-self.keep:])
+        kept = set(self.scheduled(steps)[-self.keep:])
         newest = max(steps, default=None)
         return [s in kept or s == newest for s in steps]
+
+
+def _read_schedule(path: str) -> tuple[set[int], int]:
+    """The steps a run recorded as scheduled when it wrote them, and the keep it had (empty, 0: none recorded)."""
+    try:
+        with open(path) as f:
+            record = json.load(f)
+        return {int(s) for s in record["scheduled"]}, int(record["keep"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return set(), 0
+
+
+def copy_schedule(source: str, workdir: str, up_to: int) -> None:
+    """Copies ``source``'s record of scheduled steps, those ≤ ``up_to``, into ``workdir`` (a branch, run/branch.py)."""
+    recorded, keep = _read_schedule(os.path.join(source, SCHEDULE_FILE))
+    if recorded:
+        with open(os.path.join(workdir, SCHEDULE_FILE), "w") as f:
+            json.dump({"scheduled": sorted(s for s in recorded if s <= up_to), "keep": keep}, f)
 
 
 def _process_zero_decides(flag: bool) -> bool:
@@ -139,11 +167,16 @@ class Checkpointer:
                  clock: Callable[[], float] = time.monotonic):
         self.workdir = workdir
         self.directory = os.path.abspath(os.path.join(workdir, CHECKPOINT_DIR))
+        self._schedule_file = os.path.join(os.path.abspath(workdir), SCHEDULE_FILE)
+        recorded, recorded_keep = _read_schedule(self._schedule_file)
+        if recorded_keep > int(keep):
+            logger.warning("keep_checkpoints=%d is lower than the %d this run kept so far: the checkpoints already on "
+                           "its schedule are kept (%d); lower it in a new run.", int(keep), recorded_keep, recorded_keep)
+        self._policy = _KeepSchedule(max(int(keep), recorded_keep), int(every_steps), int(num_steps), recorded)
         self.manager = ocp.CheckpointManager(
             self.directory,
             options=ocp.CheckpointManagerOptions(
-                enable_async_checkpointing=async_save, create=True,
-                preservation_policy=_KeepSchedule(int(keep), int(every_steps), int(num_steps))))
+                enable_async_checkpointing=async_save, create=True, preservation_policy=self._policy))
         self.every_steps, self.num_steps, self.every_minutes = int(every_steps), int(num_steps), every_minutes
         self.clock_check_every = max(1, int(clock_check_every))
         self._clock = clock
@@ -179,7 +212,11 @@ class Checkpointer:
         if not self._swept:  # a run that died mid-save left its unfinished folder: it only holds disk space
             self._remove_unfinished()
             self._swept = True
-        kind = "scheduled" if on_schedule(step, self.every_steps, self.num_steps) else "safety"
+        scheduled = on_schedule(step, self.every_steps, self.num_steps)
+        if scheduled and step not in self._policy.recorded:  # recorded before orbax prunes with it in mind
+            self._policy.recorded.add(step)
+            self._write_schedule()
+        kind = "scheduled" if scheduled else "safety"
         logger.info("Saving the checkpoint of step %d (%s) in %s", step, kind, self.directory)
         with self._writing():
             self.manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
@@ -224,8 +261,18 @@ class Checkpointer:
         return sorted(self.manager.all_steps())
 
     def scheduled_steps(self) -> list[int]:
-        """The checkpoints on the step schedule (what averaging draws from)."""
-        return schedule_steps(self.all_steps(), self.every_steps, self.num_steps)
+        """The checkpoints on the step schedule, now or when they were written (what averaging draws from)."""
+        return self._policy.scheduled(self.all_steps())
+
+    def _write_schedule(self) -> None:
+        """Records the steps saved as scheduled (and keep) in ``<workdir>/checkpoint_schedule.json``; process 0
+        writes."""
+        if jax.process_index() != 0:
+            return
+        path = self._schedule_file
+        with open(path + ".tmp", "w") as f:
+            json.dump({"scheduled": sorted(self._policy.recorded), "keep": self._policy.keep}, f)
+        os.replace(path + ".tmp", path)
 
     def restore(self, step: int, abstract_state) -> tuple:
         """Restores (state, data_state) of ``step`` onto the shardings given in ``abstract_state``.

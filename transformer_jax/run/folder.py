@@ -3,6 +3,7 @@
     <workdir>/config.json          the resolved config (written by train; decode/evaluate/average read it)
     <workdir>/vocab.model          the shared SentencePiece vocabulary (§5.1)
     <workdir>/checkpoints/STEP     orbax checkpoints (run/checkpoints.py: the step schedule, safety saves)
+    <workdir>/checkpoint_schedule.json   the steps saved on the schedule: a resume with another one keeps them
     <workdir>/averaged/avgN        averaged parameters (§6.1) with the steps they came from
     <workdir>/metrics.jsonl        one record per log/eval step (run/metrics.py); tensorboard/ beside it
     <workdir>/provenance.jsonl     commit, machine and command of every start
@@ -21,6 +22,7 @@ import ml_collections
 
 CONFIG_FILE = "config.json"
 CHECKPOINT_DIR = "checkpoints"
+SCHEDULE_FILE = "checkpoint_schedule.json"  # the steps saved on the step schedule (run/checkpoints.py)
 AVERAGED_DIR = "averaged"
 METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
