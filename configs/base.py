@@ -70,6 +70,9 @@ def data_config() -> ml_collections.ConfigDict:
     d.planning_fill_rate = 0.93
     d.shuffle_buffer = 100_000
     d.tokenizer_sample_size = 10_000_000  # sentences sampled (shuffled) to train SentencePiece.
+    # multi-host: how long hosts other than process 0 wait for it to prepare the data (download, vocabulary, tokens)
+    # before giving up; `transformer-jax train --prepare_only` does it once before the job instead.
+    d.prepare_timeout_minutes = 240.0
     d.tokenizer_model_type = "bpe"
     d.bpe_dropout = 0.0  # not the paper's (0 = off): BPE-dropout (Provilkov et al., 2020), each merge skipped with
     # this probability in training, a new segmentation every epoch (data/bpe_dropout.py); needs the "bpe" type.

@@ -9,6 +9,9 @@ that fails before it saves a checkpoint leaves the workdir as it was (no config.
 the corrected command can run in the same --workdir. A SIGTERM (preemption, a Slurm time limit) saves a checkpoint
 at the next step and exits with status 143.
 
+``--prepare_only`` downloads and prepares the data, trains the vocabulary and tokenizes the training pairs into the
+workdir, then stops: run it once before a multi-host job (README, "Paper scale").
+
 ``--branch_from=RUN --branch_step=S`` starts a new run from RUN's checkpoint of step S when the config differs from
 RUN's only in what acts after S (the run's end, a cooldown from S on, evaluation, checkpoints, decoding): the
 result is the run the config trains from scratch, S steps sooner (transformer_jax/run/branch.py).
@@ -27,7 +30,9 @@ import ml_collections
 from absl import flags
 
 from transformer_jax import sharding
+from transformer_jax.data import pipeline
 from transformer_jax.data.sources import DataError, get_source
+from transformer_jax.data.tokenizer import VOCAB_FILENAME
 from transformer_jax.decode.restore import restore_run
 from transformer_jax.evaluate.evaluation import dev_bleu_hook, evaluate_split, score_line
 from transformer_jax.launch import cluster, logs
@@ -52,6 +57,10 @@ BRANCH_FROM = flags.DEFINE_string(
     "vocabulary, metrics and provenance): allowed when the config differs only in what acts after that step "
     "(num_steps, cooldown_steps, evaluation, checkpoints, mesh, decoding); the result equals a run from scratch.")
 BRANCH_STEP = flags.DEFINE_integer("branch_step", None, "The step of --branch_from's checkpoint to start from.")
+PREPARE_ONLY = flags.DEFINE_bool(
+    "prepare_only", False, "Prepare the run's data and stop: download and build the dataset (WMT14 through "
+    "tensorflow-datasets), train the vocabulary and tokenize the training pairs into --workdir, once, before a "
+    "multi-host job (whose hosts then start at once). Prints the prepared files as JSON.")
 for _name in ("config", "workdir", "eval_checkpoint", "eval_splits", "json", *cluster.FLAG_NAMES):
     flags.declare_key_flag(_name)
 OVERRIDES = "override any field of the config, e.g. --config.train.num_steps=50000 (configs are locked: a typo fails)."
@@ -77,8 +86,9 @@ def preflight(config: ml_collections.ConfigDict, workdir: str, eval_splits: Sequ
     """Everything a start will need, checked before anything is written or trained.
 
     The scored splits and checkpoint, the workdir (writable, and not a run of another model), the run to branch
-    from and its step (``branch_from``), the data source and the files of every split it reads (the training data's
-    first pair; the dev split, and each scored split, whole).
+    from and its step (``branch_from``), and on process 0 the data source and the files of every split it reads
+    (the training data's first pair; the dev split, and each scored split, whole): reading them may download and
+    prepare them (WMT14), which one host does (trainer.build_shared_tokenizer says how the others wait).
 
     Raises:
         ValueError (DataError for the data): what to change, in one line.
@@ -89,6 +99,8 @@ def preflight(config: ml_collections.ConfigDict, workdir: str, eval_splits: Sequ
     folder.check_config(config, workdir)
     if branch_from is not None:
         branch.check(config, *branch_from)
+    if jax.process_index() != 0:  # process 0 reads (and prepares) the data; the others wait for it, then read it
+        return
     source = get_source(config.data)
     for split in dict.fromkeys(("train", "dev", *eval_splits)):  # the dev loss is computed during training
         try:
@@ -202,6 +214,18 @@ def run_training(config: ml_collections.ConfigDict, workdir: str, eval_splits: S
     return summary
 
 
+def prepare_only(config: ml_collections.ConfigDict, workdir: str) -> dict:
+    """`train --prepare_only`: the data of ``config`` prepared in ``workdir`` (pipeline.prepare), checked first as a
+    start is (:func:`preflight`); a failure leaves the workdir as it was. Returns what it wrote."""
+    preflight(config, workdir, (), "latest")
+    with undone_unless_saved(workdir):
+        folder.save_config(config, workdir)
+        tokenizer = build_shared_tokenizer(config, workdir)
+    return {"workdir": workdir, "prepared": pipeline.read_prepared(workdir), "vocab_size": tokenizer.vocab_size,
+            "files": sorted(name for name in os.listdir(workdir)
+                            if name in (VOCAB_FILENAME, pipeline.PREPARED_FILE) or name.startswith("tokens-"))}
+
+
 def _print_eval(split: str, result: dict, checkpoint: str) -> None:
     del split, checkpoint  # (both are in the result)
     print(score_line(result))
@@ -219,6 +243,11 @@ def main(argv: list[str]) -> None:
         if (BRANCH_FROM.value is None) != (BRANCH_STEP.value is None):
             raise ValueError("--branch_from and --branch_step go together: the run and the step of its checkpoint.")
         branch_from = None if BRANCH_FROM.value is None else (BRANCH_FROM.value, BRANCH_STEP.value)
+        if PREPARE_ONLY.value:
+            if branch_from is not None:
+                raise ValueError("--prepare_only prepares a new run's data; a branch takes its run's (--branch_from).")
+            print(json.dumps(prepare_only(config, workdir)))
+            return
         summary = run_training(config, workdir, EVAL_SPLITS.value, EVAL_CHECKPOINT.value,
                                on_eval=None if JSON.value else _print_eval, branch_from=branch_from)
     except Preempted as e:  # a SIGTERM (preemption, a Slurm time limit): the checkpoint is saved

@@ -1,7 +1,7 @@
 """One host of a 2-process CPU "cluster" running ``trainer.train`` (checkpoints, clock, SIGTERM) on a shared workdir.
 
     python tests/scripts/multihost_train.py PROCESS_ID NUM_PROCESSES PORT WORKDIR [--num_steps=12]
-        [--jump_clock_after=K] [--hold_at=STEP --held_file=PATH]
+        [--jump_clock_after=K] [--hold_at=STEP --held_file=PATH] [--slow_prepare_s=S] [--pid=N]
 
 Each process has 2 simulated CPU devices; JAX's distributed runtime (coordinator on 127.0.0.1:PORT, gloo
 collectives) joins them into one 4-device data-parallel job, as ``transformer-jax train --coordinator_address=...``
@@ -11,11 +11,14 @@ STEP's evaluation (the eval hook, which runs every step and touches no state) th
 process id) and waits there until JAX's preemption service has brought the SIGTERM notice to every host, so a test
 signals a known step instead of racing a running clock: each host's sync protocol reports step STEP and the run
 stops at STEP + 1 on both. A SIGTERM ends the process as the CLI does (launch/cluster.py: status 143 once the
-checkpoint is saved).
+checkpoint is saved). ``--slow_prepare_s``: process 0's data preparation takes S seconds longer (a WMT14 download),
+and process 1 fails if it enters a collective (sync_global_devices) before the preparation is recorded.
+``--pid``: os.getpid() returns N in this process (hosts in containers share PIDs: no temporary file may collide).
 Prints one JSON line: ``{"process_index", "last"}``.
 """
 
 import argparse
+import os
 import sys
 import time
 
@@ -28,7 +31,9 @@ import logging
 
 import jax
 from jax._src import distributed
+from jax.experimental import multihost_utils
 
+from transformer_jax.data import pipeline
 from transformer_jax.launch import cluster
 from transformer_jax.train import trainer
 from transformer_jax.train.preemption import Preempted
@@ -60,6 +65,27 @@ def wait_for_preemption_notice(num_processes: int) -> None:
         time.sleep(0.01)
 
 
+def slow_preparation(process_id: int, workdir: str, seconds: float) -> None:
+    """Process 0 prepares ``seconds`` longer; process 1 may enter no collective before that preparation is done."""
+    if process_id == 0:
+        prepare = pipeline.prepare
+
+        def slow(config, workdir):
+            time.sleep(seconds)
+            return prepare(config, workdir)
+
+        pipeline.prepare = slow
+        return
+    sync = multihost_utils.sync_global_devices
+
+    def guarded(name: str) -> None:
+        if pipeline.read_prepared(workdir) is None:
+            sys.exit(f"process 1 entered the collective {name!r} while process 0 was preparing the data")
+        sync(name)
+
+    multihost_utils.sync_global_devices = guarded
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("process_id", type=int)
@@ -70,7 +96,13 @@ def main() -> None:
     parser.add_argument("--jump_clock_after", type=int, default=0)
     parser.add_argument("--hold_at", type=int, default=0)
     parser.add_argument("--held_file", default="")
+    parser.add_argument("--slow_prepare_s", type=float, default=0.0)
+    parser.add_argument("--pid", type=int, default=0)
     args = parser.parse_args()
+    if args.pid:
+        os.getpid = lambda: args.pid
+    if args.slow_prepare_s:
+        slow_preparation(args.process_id, args.workdir, args.slow_prepare_s)
     logging.basicConfig(format=f"p{args.process_id} %(name)s: %(message)s")
     logging.getLogger("transformer_jax").setLevel(logging.INFO)
     jax.config.update("jax_cpu_collectives_implementation", "gloo")

@@ -1,5 +1,6 @@
 """The data pipeline, config → tokenizer → per-host batch iterators (§5.1).
 
+    tokenizer = prepare(config, workdir)                      # once, before training: data, vocab.model, tokens
     tokenizer = build_tokenizer(config, workdir)              # trains <workdir>/vocab.model once, then reuses it
     batches = train_iterator(config, tokenizer, row_multiple=dp * accum,
                              process_index=jax.process_index(), process_count=jax.process_count(),
@@ -19,6 +20,7 @@ running share of real tokens. Every host must call these functions (same config 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 from collections.abc import Iterable, Iterator
@@ -31,7 +33,7 @@ from tqdm import tqdm
 from transformer_jax.data.batching import Batch, TokenizedPairs, TrainBatches, eval_batches
 from transformer_jax.data.bpe_dropout import BpeDropout
 from transformer_jax.data.sources import DataError, Source, get_source
-from transformer_jax.data.tokenizer import VOCAB_FILENAME, Tokenizer, sample_sentences
+from transformer_jax.data.tokenizer import VOCAB_FILENAME, Tokenizer, sample_sentences, temporary_name
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +87,56 @@ def _chunks(pairs: Iterable[tuple[str, str]], size: int) -> Iterator[tuple[list[
         yield srcs, tgts
 
 
+PREPARED_FILE = "data_prepared.json"  # written last by prepare(): what hosts other than process 0 wait for
+
+
+def prepare(config: Any, workdir: str | os.PathLike) -> Tokenizer:
+    """Everything a run's data needs before its first step, done once: the source's splits downloaded and prepared
+    (tensorflow-datasets' WMT14: an hour and more), the vocabulary trained (``vocab.model``) and the training pairs
+    tokenized (``tokens-train-*.npz``). Records it last in ``<workdir>/data_prepared.json`` (:func:`prepared_key`),
+    or the error that stopped it, for the hosts that wait (train/trainer.py: they do so outside any collective).
+
+    `transformer-jax train --prepare_only` runs it alone, before a multi-host job; a training start runs it on
+    process 0 when it has not been done.
+    """
+    marker = Path(workdir) / PREPARED_FILE
+    try:
+        tokenizer = build_tokenizer(config, workdir)
+        tokenized_split(config, tokenizer, "train", workdir)
+        for split in ("dev", "test"):
+            get_source(config.data).load(split)
+        record = {"key": prepared_key(config, tokenizer)}
+    except DataError as e:
+        record = {"error": str(e)}
+        _write_json(marker, record)
+        raise
+    _write_json(marker, record)
+    return tokenizer
+
+
+def prepared_key(config: Any, tokenizer: Tokenizer) -> str:
+    """What the prepared data depends on: the source (its files, splits' cache keys) and the vocabulary."""
+    source = get_source(config.data)
+    return hashlib.sha256("|".join([*map(source.cache_key, ("train", "dev", "test")), tokenizer.fingerprint])
+                          .encode()).hexdigest()[:16]
+
+
+def read_prepared(workdir: str | os.PathLike) -> dict | None:
+    """``data_prepared.json`` of ``workdir`` ({"key"} or {"error"}), None while there is none."""
+    try:
+        with open(Path(workdir) / PREPARED_FILE) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def _write_json(path: Path, record: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temporary_name(path)
+    tmp.write_text(json.dumps(record))
+    os.replace(tmp, path)
+
+
 def tokenized_split(
     config: Any, tokenizer: Tokenizer, split: str, cache_dir: str | os.PathLike | None = None
 ) -> TokenizedPairs:
@@ -105,7 +157,7 @@ def tokenized_split(
     data.num_skipped_empty = source.num_skipped_empty.get(split, 0)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+        tmp = temporary_name(path)
         data.save(str(tmp))
         os.replace(tmp, path)
     return data

@@ -31,6 +31,8 @@ import itertools
 import logging
 import os
 import re
+import socket
+import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -63,6 +65,12 @@ def _escape(text: str) -> str:
 
 def _unescape(text: str) -> str:
     return _UNESCAPE.sub(lambda m: _ESC if m[1] == _ESC else _META, text) if _ESC in text else text
+
+
+def temporary_name(path: Path) -> Path:
+    """Where to write ``path`` before renaming it into place: a name no other process picks, on this host or on
+    another sharing the folder (containers on several hosts may run with the same PID)."""
+    return path.with_name(f"{path.name}.tmp-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
 
 class Tokenizer:
@@ -171,7 +179,7 @@ class Tokenizer:
         """Writes the model atomically (a temporary file renamed into place)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+        tmp = temporary_name(path)
         tmp.write_bytes(self._proto)
         os.replace(tmp, path)
 

@@ -10,18 +10,20 @@ import dataclasses
 import json
 import logging
 import math
+import os
 import time
 from collections.abc import Callable
 
 import jax
 import ml_collections
 import numpy as np
-from jax.experimental import multihost_utils
 from tqdm import tqdm
 
 from transformer_jax import sharding
 from transformer_jax.data import pipeline
 from transformer_jax.data.batching import BATCH_KEYS, TrainBatches
+from transformer_jax.data.sources import DataError
+from transformer_jax.data.tokenizer import VOCAB_FILENAME
 from transformer_jax.run import folder
 from transformer_jax.run.checkpoints import Checkpointer
 from transformer_jax.run.metrics import MetricsWriter
@@ -41,18 +43,43 @@ class NonFiniteLossError(RuntimeError):
     """The training loss became NaN/inf; the last good checkpoint is left intact."""
 
 
-def build_shared_tokenizer(config: ml_collections.ConfigDict, workdir: str):
-    """The run's tokenizer, trained once by process 0 and read by the others from ``<workdir>/vocab.model``.
+def build_shared_tokenizer(config: ml_collections.ConfigDict, workdir: str, *, poll_s: float = 5.0,
+                           clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
+    """The run's tokenizer, with the data prepared once (pipeline.prepare: download, vocab.model, tokenized pairs) by
+    process 0 — unless `train --prepare_only` did it before the job — and read by the others from the workdir.
 
-    SentencePiece training is multi-threaded; hosts that trained their own copies could tokenise differently and
-    then disagree on every batch. (The workdir is on a filesystem all hosts share, as orbax requires anyway.)
+    Hosts other than process 0 wait for process 0's ``data_prepared.json`` by polling the (shared) workdir, outside
+    any JAX collective: WMT14's preparation and SentencePiece training take an hour and more, past the runtime's
+    collective and heartbeat timeouts. They give up after ``config.data.prepare_timeout_minutes`` with one line
+    that says to run ``--prepare_only`` first, and stop with process 0's error if its preparation failed.
     """
-    if jax.process_count() == 1:
-        return pipeline.build_tokenizer(config, workdir)
     if jax.process_index() == 0:
-        pipeline.build_tokenizer(config, workdir)
-    multihost_utils.sync_global_devices("transformer_jax: vocab.model written")
-    return pipeline.build_tokenizer(config, workdir)
+        record = pipeline.read_prepared(workdir)
+        if record and "key" in record and os.path.isfile(os.path.join(workdir, VOCAB_FILENAME)):
+            tokenizer = pipeline.build_tokenizer(config, workdir)
+            if pipeline.prepared_key(config, tokenizer) == record["key"]:
+                return tokenizer
+        return pipeline.prepare(config, workdir)
+    timeout_min = float(config.data.get("prepare_timeout_minutes", 240.0))
+    start = last_log = clock()
+    while True:
+        record = pipeline.read_prepared(workdir)
+        if record and "error" in record:
+            raise DataError(f"Process 0 could not prepare the data: {record['error']}")
+        if record and "key" in record and os.path.isfile(os.path.join(workdir, VOCAB_FILENAME)):
+            tokenizer = pipeline.build_tokenizer(config, workdir)
+            if pipeline.prepared_key(config, tokenizer) == record["key"]:
+                return tokenizer
+        now = clock()
+        if now - start > 60 * timeout_min:
+            raise DataError(f"Process {jax.process_index()} waited {timeout_min:g} min for process 0 to prepare the "
+                            f"data in {workdir} ({pipeline.PREPARED_FILE}); prepare it once before the job with "
+                            "`transformer-jax train --prepare_only` (same --config and --workdir), or raise "
+                            "config.data.prepare_timeout_minutes.")
+        if now - last_log >= 60:
+            logger.info("Waiting for process 0 to prepare the data in %s (%.0f min so far)", workdir, (now - start) / 60)
+            last_log = now
+        sleep(poll_s)
 
 
 def evaluate_loss(setup: Setup, eval_step, params: dict, batches: list[dict]) -> dict:
