@@ -143,10 +143,59 @@ def test_resume_gives_identical_next_batches(skip):
         make_iter(make_data(seed=1), row_multiple=2).set_state(state)
     with pytest.raises(DataError, match="seed"):
         make_iter(data, row_multiple=2, seed=3).set_state(state)
-    other_layout = make_iter(data, row_multiple=2, tokens_per_batch=1024)
-    other_layout.set_state(state)  # a warning, same epoch and window
-    assert other_layout.get_state()["epoch"] == state["epoch"]
-    next(other_layout)
+    other_packing = make_iter(data, row_multiple=2, num_length_buckets=2)
+    with pytest.raises(DataError, match="data packing .* differs"):
+        other_packing.set_state(state)
+
+
+def _global_pairs(hosts, data) -> list[int]:
+    """The pair ids of one global step: every host's next batch, rows in host order."""
+    return [i for h in hosts for row in pairs_in(next(h), data) for i in row]
+
+
+def _epoch_pairs(hosts, data, seen: Counter) -> Counter:
+    """Steps until epoch 1 begins; adds the pairs seen (and those carried into epoch 1) to ``seen``."""
+    while True:
+        pairs = _global_pairs(hosts, data)
+        state = hosts[0].get_state()
+        if state["epoch"] > 0:  # that step was epoch 1's first: count epoch 0's pairs carried into it instead
+            seen.update(state["carry"])
+            return seen
+        seen.update(pairs)
+
+
+@pytest.mark.parametrize("before, after", [((2, 4), (1, 2)), ((1, 2), (2, 8)), ((2, 8), (2, 4))])
+def test_resume_on_another_layout_skips_and_repeats_no_pair(before, after):
+    """2 hosts → 1, 1 → 2 and 16 → 8 devices, resumed mid-window (and again mid-window with a third layout): the
+    pairs of epoch 0 are each seen exactly once, as in an uninterrupted run — the window's rows already taken are
+    recomputed under the checkpoint's layout and left out."""
+    data = make_data(n=900)
+
+    def hosts(layout):
+        count, multiple = layout
+        return [make_iter(data, row_multiple=multiple, process_index=i, process_count=count, window=600)
+                for i in range(count)]
+
+    uninterrupted = _epoch_pairs(hosts(before), data, Counter())
+    assert set(uninterrupted.values()) == {1}
+    first = hosts(before)
+    seen = Counter()
+    for _ in range(7):  # mid-window (each window has more steps than this)
+        seen.update(_global_pairs(first, data))
+    state = json.loads(json.dumps(first[0].get_state()))
+    assert state["batch"] == 7 and state["window"] == 0
+    second = hosts(after)
+    for h in second:
+        h.set_state(state)
+    for _ in range(3):
+        seen.update(_global_pairs(second, data))
+    state = json.loads(json.dumps(second[0].get_state()))
+    assert state["resumed"] == [{"filled_rows": first[0].get_state()["filled_rows"], "batch": 7}]
+    third = hosts((1, 1))  # and once more, still in the same window
+    for h in third:
+        h.set_state(state)
+    assert _epoch_pairs(third, data, seen) == uninterrupted
+    assert third[0].get_state()["resumed"] == []  # the next window is cut under one layout again
 
 
 def test_host_slices_are_disjoint_and_cover_the_global_batch():

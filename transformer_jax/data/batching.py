@@ -18,8 +18,12 @@ do not complete a batch carry their pairs over to the next window (nothing is dr
 Determinism and resume: epoch ``e`` visits the pairs in ``default_rng([seed, e]).permutation``; the batches of
 window ``k`` are a pure function of ``(seed, e, k, carried pairs)``, so :meth:`TrainBatches.get_state` is
 ``{epoch, window, batch, carry}`` and :meth:`TrainBatches.set_state` recomputes the window and skips ahead. The
-state also records fingerprints of the data (a mismatch is an error) and of the batch layout (a mismatch, e.g.
-after changing the number of devices, resumes at the same window with a warning).
+state also records a fingerprint of the data (a mismatch is an error) and the batch layout. Another number of hosts,
+devices or accumulation steps (or tokens per batch) changes only how many rows a step takes, not how the window is
+packed into rows: the window's batches so far are recomputed under the checkpoint's layout and their rows left out,
+and the rest of the window is cut into steps of the new layout — no pair skipped, none repeated (the state keeps
+these earlier layouts, ``resumed``, until the window ends). Another packing (row lengths, ``pack``, window size) is
+refused in one line.
 
 Multi-host contract (the trainer builds global arrays): every host computes the same global plan from the token
 lengths (cheap) and materializes only its slice of each global batch, the contiguous rows
@@ -31,9 +35,11 @@ number of hosts. The state is identical on every host.
 
 from __future__ import annotations
 
+import ast
 import bisect
 import dataclasses
 import logging
+import re
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -257,6 +263,7 @@ class TrainBatches(Iterator[Batch]):
         self.rows = [p.rows for p in self.plans]
         for line in plan_warnings(self.plans, tokens_per_batch, row_multiple):
             logger.warning("Batch plan: %s", line)
+        self._filled = [p.filled_rows for p in self.plans]
         self._layout = f"{self.buckets}:{[(p.rows, p.filled_rows) for p in self.plans]}:{self.pack}:{self.window}"
         self._perm, self._perm_epoch = self.valid_ids, -1
         self.set_state({"epoch": 0, "window": 0, "batch": 0, "carry": []})
@@ -281,6 +288,8 @@ class TrainBatches(Iterator[Batch]):
             "carry": [int(i) for i in self._carry],
             "data": self._data_fingerprint,
             "layout": self._layout,
+            "filled_rows": list(self._filled),
+            "resumed": [dict(stage) for stage in self._stages],  # this window's batches under earlier layouts
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -291,17 +300,21 @@ class TrainBatches(Iterator[Batch]):
                     f"Data state has {field}={state[field]!r} but this iterator has {mine!r}: the training data or "
                     "seed changed since the checkpoint; use the original ones (or a new workdir)."
                 )
-        if state.get("layout", self._layout) != self._layout:
-            # e.g. another device count (row_multiple): same epoch and window, but not the same batches.
-            logger.warning(
-                "Batch layout changed since the checkpoint (%s → %s): resuming at epoch %s, window %s, but the "
-                "batches differ from those of an uninterrupted run.",
-                state["layout"],
-                self._layout,
-                state["epoch"],
-                state["window"],
-            )
         self._epoch, self._window, self._batch = int(state["epoch"]), int(state["window"]), int(state["batch"])
+        self._stages: list[dict[str, Any]] = [dict(stage) for stage in state.get("resumed", [])]
+        layout = state.get("layout", self._layout)
+        if layout != self._layout:
+            buckets, filled, pack, window = _parse_layout(layout)
+            if (buckets, pack, window) != (self.buckets, self.pack, self.window):
+                raise DataError(
+                    f"The checkpoint's data packing ({layout}) differs from this run's ({self._layout}): rows of "
+                    "other lengths or windows cannot continue its data order; resume with the checkpoint's "
+                    "data.max_length, num_length_buckets, pack and shuffle_buffer.")
+            # another number of devices, hosts or accumulation steps: the rest of the window in the new steps
+            logger.info("Batch layout changed since the checkpoint (%s → %s): the rest of window %s is cut into "
+                        "steps of the new layout; no pair is skipped or repeated.", layout, self._layout, self._window)
+            self._stages.append({"filled_rows": state.get("filled_rows", filled), "batch": self._batch})
+            self._batch = 0
         self._carry = np.asarray(state["carry"], np.int64)
         self._plan: tuple[list[tuple[int, list[list[int]]]], np.ndarray] | None = None
 
@@ -331,13 +344,21 @@ class TrainBatches(Iterator[Batch]):
         chunk = self._perm[self._window * self.window : (self._window + 1) * self.window]
         ids = np.concatenate([self._carry, chunk])
         per_bucket = pack_window(ids, self._src_len, self._tgt_len, self.buckets, self.pack)
+        for k, stage in enumerate(self._stages):  # the rows the window's batches took under earlier layouts
+            batches = self._cut(per_bucket, stage["filled_rows"], k)[0]
+            taken = {id(row) for _, rows in batches[: stage["batch"]] for row in rows}
+            per_bucket = [[row for row in rows if id(row) not in taken] for rows in per_bucket]
+        return self._cut(per_bucket, self._filled, len(self._stages))
+
+    def _cut(self, per_bucket: list[list[list[int]]], filled: Sequence[int], stage: int):
+        """The window's rows as steps of ``filled`` rows per bucket, in a seeded order; the rest is carried."""
         batches, carry = [], []
-        for b, (rows, plan) in enumerate(zip(per_bucket, self.plans)):
-            n = plan.filled_rows
+        for b, (rows, n) in enumerate(zip(per_bucket, filled)):
             full = len(rows) // n * n
             batches += [(b, rows[j : j + n]) for j in range(0, full, n)]
             carry += [i for row in rows[full:] for i in row]
-        order = np.random.default_rng([self.seed, self._epoch, self._window, 1]).permutation(len(batches))
+        key = [self.seed, self._epoch, self._window, 1] + ([stage] if stage else [])
+        order = np.random.default_rng(key).permutation(len(batches))
         return [batches[j] for j in order.tolist()], np.asarray(carry, np.int64)
 
     def __iter__(self) -> TrainBatches:
@@ -353,7 +374,7 @@ class TrainBatches(Iterator[Batch]):
                 self._batch += 1
                 return self._materialize(b, rows)
             num_windows = -(-len(self.valid_ids) // self.window)
-            self._carry, self._batch, self._plan = carry_out, 0, None
+            self._carry, self._batch, self._plan, self._stages = carry_out, 0, None, []
             self._window += 1
             if self._window >= num_windows:
                 self._epoch, self._window = self._epoch + 1, 0
@@ -385,6 +406,15 @@ class TrainBatches(Iterator[Batch]):
             "dropped_too_long": self.num_dropped_too_long,
             "skipped_empty": self.data.num_skipped_empty,
         }
+
+
+def _parse_layout(layout: str) -> tuple[list[int], list[int], bool, int]:
+    """(buckets, filled rows per bucket, pack, window) of a state's ``layout`` string (TrainBatches._layout)."""
+    m = re.fullmatch(r"(\[[\d, ]*\]):(\[.*\]):(True|False):(\d+)", layout)
+    if m is None:
+        raise DataError(f"Cannot read the checkpoint's batch layout {layout!r}.")
+    plans = ast.literal_eval(m.group(2))
+    return ast.literal_eval(m.group(1)), [filled for _, filled in plans], m.group(3) == "True", int(m.group(4))
 
 
 def make_rows(data: TokenizedPairs, rows: Sequence[Sequence[int]], length: int) -> Batch:
