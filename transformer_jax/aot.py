@@ -57,7 +57,8 @@ class Program:
         xla_flops: XLA's FLOPs of the whole step (all devices); None where XLA gives none (GPU, decode loops).
         formula_flops: model/size.py's FLOPs for the step's rows × length slots (training only).
         budget_bytes: what a device may use (Chip.usable_bytes); None where unknown (CPU).
-        executable: XLA's compiled program, kept only when asked for (``Compiler.keep_executables``).
+        executable, lowered: XLA's compiled program and the StableHLO it came from, kept only when asked for
+            (``Compiler.keep_executables``).
     """
 
     name: str
@@ -72,6 +73,7 @@ class Program:
     formula_flops: float | None
     budget_bytes: int | None
     executable: object = dataclasses.field(default=None, repr=False, compare=False)
+    lowered: object = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def total_bytes(self) -> float:
@@ -86,7 +88,8 @@ class Program:
         return self.xla_flops / self.formula_flops if self.xla_flops and self.formula_flops else None
 
     def as_dict(self) -> dict:
-        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "executable"}
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                  if f.name not in ("executable", "lowered")}
         return {**fields, "total_bytes": self.total_bytes, "fits": self.fits, "flops_ratio": self.flops_ratio}
 
 
@@ -149,10 +152,11 @@ class Compiler:
     def _compile(self, name: str, rows: int, length: int, padding: float | None, formula: float | None,
                  lower: Callable, flops: bool = True) -> Program:
         tic = time.monotonic()
-        memory = needed = xla_flops = compiled = None
+        memory = needed = xla_flops = compiled = lowered = None
         try:
             with compiling_for(self.target.platform), jax.set_mesh(self.mesh):
-                compiled = lower().compile()
+                lowered = lower()
+                compiled = lowered.compile()
         except Exception as error:  # XLA raises JaxRuntimeError; only "does not fit" is a result, not a failure
             needed = out_of_memory_bytes(error)
             if needed is None:
@@ -163,8 +167,8 @@ class Compiler:
             if cost and cost.get("flops"):
                 xla_flops = float(cost["flops"]) * self.mesh.size
         return Program(name, rows, length, rows // self.data_parallel, padding, time.monotonic() - tic, memory,
-                       needed, xla_flops, formula, self.budget_bytes,
-                       compiled if self.keep_executables and memory else None)
+                       needed, xla_flops, formula, self.budget_bytes, *((compiled, lowered) if self.keep_executables
+                                                                         and memory else (None, None)))
 
 
 def compute_choices(m: ml_collections.ConfigDict, platform: str) -> dict:
