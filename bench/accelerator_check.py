@@ -16,7 +16,16 @@ Prints one JSON line per measurement:
   sentences grouped by length). The weights are random, so nearly every hypothesis runs to its maximum length:
   the wall time is an upper bound for a trained model (which stops at EOS), compiles included and reported.
 
+- ``{"check": "versions"}`` first: jax, jaxlib, the backend and device, the CUDA runtime / driver and cuDNN versions
+  (jax's CUDA plugin reports them).
+- ``{"check": "mask_*"}`` and ``{"check": "attention_equality", "passed": ...}``: the attention implementations
+  ("cudnn", "xla", the einsum path) against a float32 reference for every mask kind, with pass/fail limits
+  (bench/gpu_attention_check.py); each train record names the kernel that ran (cuDNN's fused attention is visible
+  in the compiled program, or it did not run).
+
 Parameters, Adam moments, logits, softmax and loss stay float32 (DESIGN.md); ``--dtype`` sets the compute dtype.
+It runs from a bare checkout (no install: transformer_jax/__init__.py maps configs/); on an image without
+ml_collections, `bash bench/accelerator_wheels.sh` first fetches it as a wheel that travels in ``.whl/``.
 """
 
 import argparse
@@ -30,11 +39,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import itertools
 
+import gpu_attention_check  # (bench/, beside this script)
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from transformer_jax import sharding
+from transformer_jax.aot import compute_choices
 from transformer_jax.configs import base, big, tiny
 from transformer_jax.data.batching import BATCH_KEYS, eval_batches
 from transformer_jax.data.tokenizer import EOS_ID
@@ -125,7 +136,10 @@ def check_train(name: str, config, lengths: list[int], steps: int, peak_tflops: 
             tokens = float(metrics["target_tokens"])
             flops = flops_per_target_token(config.model, bucket.length) * tokens * passes_per_row(config)
             mem = compiled.memory_analysis()
+            kernel = "cudnn" if "__cudnn$fmha" in compiled.as_text() else "xla or einsum (no cuDNN attention)"
             emit({"check": "train", "config": name, "device": device_name(), "dtype": str(config.model.dtype),
+                  "attention": compute_choices(config.model, jax.default_backend())["attention"],
+                  "attention_kernel_in_hlo": kernel,
                   "batch_shape": [bucket.rows, bucket.length], "real_target_tokens": tokens,
                   "real_source_tokens": float(metrics["source_tokens"]), "step_s": step_s, "best_step_s": min(times),
                   "steps_timed": steps, "target_tokens_per_s": tokens / step_s, "compile_s": compile_s,
@@ -173,6 +187,35 @@ def check_decode(config, sentences: int) -> None:
           "note": "random weights: hypotheses run to source length + 50, an upper bound for a trained model"})
 
 
+def versions() -> dict:
+    """jax, jaxlib, and the CUDA / cuDNN versions jax's CUDA plugin reports (None off a CUDA GPU)."""
+    import jaxlib
+
+    out = {"check": "versions", "jax": jax.__version__, "jaxlib": jaxlib.__version__,
+           "backend": jax.default_backend(), "device": device_name(), "device_count": jax.device_count()}
+    try:
+        from jax._src.lib import cuda_versions
+    except ImportError:
+        cuda_versions = None
+    for name in ("cuda_runtime_get_version", "cuda_driver_get_version", "cudnn_get_version"):
+        try:
+            out[name.removesuffix("_get_version")] = getattr(cuda_versions, name)()
+        except Exception:  # noqa: BLE001 — no CUDA plugin, or no driver: recorded as None
+            out[name.removesuffix("_get_version")] = None
+    return out
+
+
+def check_attention(small: bool) -> bool:
+    """The attention equality check (gpu_attention_check.attention_errors): one line per record and a verdict."""
+    records = gpu_attention_check.attention_errors(small)
+    for record in records:
+        emit(record)
+    failed = [f"{r['check']}:{r['kind']}:{r.get('implementation', 'xla')}" for r in records if not r["passed"]]
+    emit({"check": "attention_equality", "passed": not failed, "failed": failed,
+          "limits": gpu_attention_check.LIMITS})
+    return not failed
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on any backend (CPU): checks the code paths")
@@ -194,8 +237,8 @@ def main() -> None:
             config[section][field] = type(old)(value) if not isinstance(old, bool) else value == "true"
         return config
 
-    emit({"check": "device", "backend": jax.default_backend(), "device": device_name(),
-          "device_count": jax.device_count(), "jax": jax.__version__})
+    emit(versions())
+    check_attention(small=args.smoke)
     if args.smoke:
         small = configured(tiny.get_config())
         small.data.tokens_per_batch, small.data.max_length = 512, 32

@@ -23,9 +23,16 @@ def test_accelerator_check_smoke():
     proc = subprocess.run(["bash", str(REPO / "bench" / "accelerator_check.sh"), "--smoke"], capture_output=True,
                           text=True, timeout=300, env=env, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    records = {r["check"]: r for r in map(json.loads, filter(None, proc.stdout.splitlines()))}
-    assert set(records) == {"device", "peak", "train", "decode"}
+    lines = list(map(json.loads, filter(None, proc.stdout.splitlines())))
+    records = {r["check"]: r for r in lines}
+    assert set(records) == {"versions", "mask_fp32_xla_vs_cpu", "mask_bf16_vs_fp32_reference", "attention_equality",
+                            "peak", "train", "decode"}
+    assert records["versions"]["jax"] and records["versions"]["cudnn"] is None  # (no CUDA here)
+    # the attention equality check: every mask kind, each implementation here, within its limits
+    masks = [r for r in lines if r["check"].startswith("mask_")]
+    assert len(masks) == 5 * 3 and all(r["passed"] for r in masks) and records["attention_equality"]["passed"]
     train, decode = records["train"], records["decode"]
+    assert train["attention"] == "cpu" and train["attention_kernel_in_hlo"].startswith("xla or einsum")
     # the tiny smoke config asks for 512 real tokens a step: the step holds them (train/plan.py), in bf16
     assert train["dtype"] == "bfloat16" and abs(train["real_target_tokens"] / 512 - 1) <= 0.1
     # Throughput and utilisation are the step's real tokens and model/size.py's FLOPs over the measured step time.
