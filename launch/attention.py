@@ -30,11 +30,9 @@ from absl import flags
 from transformer_jax.evaluate import attention_maps
 from transformer_jax.launch import compare, decode, logs, overrides  # noqa: F401 (compare, decode: see FLAG_HELP)
 from transformer_jax.launch.cli import USAGE_ERROR
-from transformer_jax.launch.flags import WORKDIR
+from transformer_jax.launch.flags import TARGET, WORKDIR
 from transformer_jax.launch.overrides import describe_decoding
 
-TARGET = flags.DEFINE_string("target", None, "The target sentence to force (teacher forcing); default: the run's "
-                             "own translation of --input by config.decode (beam search).")
 LAYERS = flags.DEFINE_string("layers", "all", "Layers drawn in the heat-map grids, from 1: e.g. 1,2 or 5-6 or all.")
 HEADS = flags.DEFINE_string("heads", "all", "Heads drawn in the heat-map grids, from 1: e.g. 1,3 or 1-4 or all.")
 LINES = flags.DEFINE_enum("lines", "encoder", attention_maps.KINDS,
@@ -42,12 +40,15 @@ LINES = flags.DEFINE_enum("lines", "encoder", attention_maps.KINDS,
                           "self-attention or cross (encoder-decoder) attention.")
 LAYER = flags.DEFINE_integer("layer", None, "Layer of lines.png, from 1 (default: the last layer of --lines).")
 HEAD = flags.DEFINE_integer("head", None, "Head of lines.png, from 1 (default: all heads, one colour each).")
-for _name in ("workdir", "checkpoint", "input", "out"):
+for _name in ("workdir", "checkpoint", "input", "out", "target"):
     flags.declare_key_flag(_name)
 
-# --input (decode's, a file there) and --out (compare's) are flags of other commands in absl's one namespace: this
-# command shares them (importing compare and decode defines them) and says here what they mean for it.
+# --input (decode's, a file there), --out (compare's) and --target (compile's and describe's: what to compile for)
+# are flags of other commands in absl's one namespace: this command shares them (importing compare and decode
+# defines them) and says here what they mean for it.
 FLAG_HELP = {"input": "The source sentence (required), e.g. --input=\"The man has seen the dog.\".",
+             "target": "The target sentence to force (teacher forcing); default: the run's own translation of --input "
+                       "by config.decode (beam search).",
              "out": "Folder for encoder.png, decoder.png, cross.png, lines.png, weights.npz, attention.json "
                     "(required; created if missing)."}
 OVERRIDES = overrides.HELP

@@ -205,3 +205,16 @@ def test_a_failed_start_leaves_the_workdir_as_it_was_and_the_corrected_rerun_tra
     assert rescored["dev_ppl"] == pytest.approx(trained["dev_ppl"])
     with open(workdir / "provenance.jsonl") as f:
         assert len(f.readlines()) == 2  # the two starts that ran, not the refused ones
+
+
+def test_every_command_imports_beside_the_others():
+    """absl's flags are one namespace: two commands defining a flag of the same name (attention's --target sentence
+    and compile's --target slice did) fail at import; shared names are defined once (launch/flags.py, FLAG_HELP)."""
+    import subprocess
+    import sys
+
+    from transformer_jax.launch.cli import COMMANDS
+
+    program = "import importlib\n" + "".join(f"importlib.import_module('transformer_jax.launch.{c}')\n" for c in COMMANDS)
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
