@@ -40,7 +40,7 @@ MFU = flags.DEFINE_float("mfu", 0.3, "Model-FLOPs utilisation assumed for the es
                          "not a measurement).", lower_bound=0.01, upper_bound=1.0)
 SUGGEST = flags.DEFINE_bool("suggest", True, "When something does not fit, compile candidates (fsdp, accumulation, "
                             "tensor, tokens per batch) to find a configuration that does.")
-MAX_CANDIDATES = flags.DEFINE_integer("max_candidates", 3, "Candidate configurations compiled at most.", lower_bound=1)
+MAX_CANDIDATES = flags.DEFINE_integer("max_candidates", 4, "Candidate configurations compiled at most.", lower_bound=1)
 for _name in ("config", "json", "target"):
     flags.declare_key_flag(_name)
 OVERRIDES = "override any field of the config, e.g. --config.train.mesh.fsdp=4 (configs are locked: a typo fails)."

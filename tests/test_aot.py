@@ -191,10 +191,13 @@ def test_suggestions_are_ordered_and_skip_what_cannot_fit():
     state = aot.state_bytes(compiler.config, compiler.mesh)
     budget = int(0.93 * program.memory["total"])
     found = fit.candidates(compiler.config, compiler.target, program, state, budget)
-    # fsdp first (the same math), then accumulation; only the fields that change (the mesh's data is already -1)
-    assert set(found[0].overrides) == {"train.mesh.fsdp"} and set(found[1].overrides) == {"train.grad_accum_steps"}
-    assert [c.changes_recipe for c in found] == [False] * (len(found) - 1) + [True]
-    assert all(c.predicted_bytes <= fit.HEADROOM * budget for c in found)
+    # kind by kind — fsdp (the same math), accumulation, both, tensor, and only then fewer tokens — each from its
+    # smallest change predicted to fit; only the fields that change (the mesh's data is already -1)
+    kinds = [tuple(sorted(c.overrides)) for c in found]
+    assert kinds[0] == ("train.mesh.fsdp",) and ("train.grad_accum_steps",) in kinds
+    assert kinds.index(("train.grad_accum_steps",)) < kinds.index(("data.tokens_per_batch",))
+    assert [c.changes_recipe for c in found] == sorted(c.changes_recipe for c in found)  # recipe changes last
+    assert found[0].predicted_bytes <= fit.HEADROOM * budget
 
 
 def test_gpu_target_compiles_with_cudnn_attention():
@@ -230,3 +233,13 @@ def test_cli_json_and_list_targets():
 def test_topology_devices_report_the_kinds_local_targets_read(name, chip):
     """A job on the chip itself (``--target=local``) finds the chip's figures by jax's device_kind."""
     assert targets.TPU_KINDS[targets.parse(name).devices()[0].device_kind] == chip
+
+
+def test_under_accumulation_only_the_formula_counts_flops():
+    """XLA counts the body of the micro-batch loop once: its FLOPs would be a fraction of the step's (0.55 for big
+    on one chip with 2 micro-batches), so they are not reported and estimates use the formula's."""
+    config = wide_config()
+    config.train.grad_accum_steps = 2
+    program = aot.Compiler.for_target(config, targets.parse("v5e:2x2")).train()[0]
+    assert program.fits and program.xla_flops is None and program.flops_ratio is None and program.formula_flops
+    assert aot.step_flops([program])[1] == "formula"

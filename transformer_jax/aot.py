@@ -129,8 +129,11 @@ class Compiler:
         formula = (flops_per_target_token(self.config.model, bucket.length) * bucket.rows * bucket.length
                    * passes_per_row(self.config))
         padding = 1.0 - bucket.real_tokens / (bucket.rows * bucket.length)
+        # XLA's cost analysis counts a loop body once: under accumulation (a scan over micro-batches) its FLOPs
+        # would be a fraction of the step's, so only the formula's are reported there
         return self._compile(f"train {bucket.length}", bucket.rows, bucket.length, padding, formula,
-                             lambda: step.lower(setup.abstract_state, batch))
+                             lambda: step.lower(setup.abstract_state, batch),
+                             flops=int(self.config.train.grad_accum_steps) == 1)
 
     def decode(self, source_length: int) -> Program:
         """The §6.1 decode (encoder + beam search) of ``decode.batch_size`` sentences of ``source_length`` tokens,

@@ -11,8 +11,10 @@ would accept them (the paper's recipe unchanged first):
 5. ``data.tokens_per_batch`` halved — changes the recipe (§5.1), so last.
 
 Each candidate's memory is first predicted from the failing program (state / shards + temporaries / micro-batches +
-code and batch), and only those predicted to fit are compiled, cheapest first, at most ``max_compiles``; a
-candidate is the answer only when XLA's compile for the target fits every bucket (the failing ones first).
+code and batch); each kind is tried from its smallest change predicted to fit, and on to larger ones of the same
+kind if the compile needs more (micro-batches do not shrink the logits' and the optimizer's buffers), at most
+``max_compiles`` in all; a candidate is the answer only when XLA's compile for the target fits every bucket (the
+failing ones first).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from transformer_jax import sharding
 from transformer_jax.aot import Compiler, Program, state_bytes
 from transformer_jax.target import Target
 
-HEADROOM = 0.9  # compile a candidate only if its predicted memory is under this share of the budget
+HEADROOM = 0.9  # a kind's candidates are tried from the first whose predicted memory is under this share of the budget
 
 
 @dataclasses.dataclass
@@ -63,8 +65,9 @@ def with_overrides(config: ml_collections.ConfigDict, overrides: dict[str, int])
 
 def candidates(config: ml_collections.ConfigDict, target: Target, worst: Program, state: int,
                budget: int) -> list[Candidate]:
-    """The candidates of the module docstring predicted to fit ``budget``, in the order to try them (the smallest
-    change of each kind that is predicted to fit, kinds in the order above)."""
+    """The candidates of the module docstring, in the order to try them: kind by kind (in the order above), each
+    kind from its smallest change predicted to fit ``budget`` to its largest (a compile may need more than the
+    prediction: the next size of the same kind is then tried before the next kind)."""
     devices = target.num_devices
     _, fsdp, tensor = sharding.mesh_shape(config.train.mesh, devices)
     accum, heads = int(config.train.grad_accum_steps), int(config.model.num_heads)
@@ -98,11 +101,10 @@ def candidates(config: ml_collections.ConfigDict, target: Target, worst: Program
     ]
     chosen = []
     for kind in kinds:
-        fitting = [c for c in kind if c.predicted_bytes <= HEADROOM * budget]
-        if fitting:
-            best = fitting[0]
-            best.overrides = {k: v for k, v in best.overrides.items() if _current(config, k) != v}
-            chosen.append(best)
+        first = next((i for i, c in enumerate(kind) if c.predicted_bytes <= HEADROOM * budget), None)
+        for candidate in kind[first:] if first is not None else []:
+            candidate.overrides = {k: v for k, v in candidate.overrides.items() if _current(config, k) != v}
+            chosen.append(candidate)
     return chosen
 
 
@@ -114,7 +116,7 @@ def _current(config: ml_collections.ConfigDict, key: str):
 
 
 def suggest(config: ml_collections.ConfigDict, target: Target, failing: list[Program], budget: int,
-            max_compiles: int = 3, progress=None) -> Suggestion | None:
+            max_compiles: int = 4, progress=None) -> Suggestion | None:
     """The first candidate whose compile fits every bucket of ``config`` on ``target``, or None.
 
     Args:
