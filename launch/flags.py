@@ -3,6 +3,7 @@
 A command takes a shared flag by naming it with ``flags.declare_key_flag`` (launch/cli.py refuses the others).
 """
 
+import ast
 import os
 
 from absl import flags
@@ -77,8 +78,18 @@ def check_eval_checkpoint(spec: str, train_config) -> None:
 
 
 def config_names() -> list[str]:
-    """The configs installed with the package (``--config=NAME``)."""
-    return sorted(name[:-3] for name in os.listdir(CONFIGS_DIR) if name.endswith(".py") and not name.startswith("_"))
+    """The configs installed with the package (``--config=NAME``): the files of configs/ that define ``get_config``
+    (configs/rows.py, the sweeps' shared row machinery, is none)."""
+    def is_config(name: str) -> bool:  # a top-level `def get_config` or `..., get_config = ...`
+        with open(os.path.join(CONFIGS_DIR, name)) as f:
+            tree = ast.parse(f.read())
+        names = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+        names |= {target.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
+                  for target in (t.elts if isinstance(t, ast.Tuple) else [t]) if isinstance(target, ast.Name)}
+        return "get_config" in names
+
+    return sorted(name[:-3] for name in os.listdir(CONFIGS_DIR)
+                  if name.endswith(".py") and not name.startswith("_") and is_config(name))
 
 
 def config_file(value: str) -> str:

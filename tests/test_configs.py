@@ -227,3 +227,14 @@ def test_cli_flag_config_is_locked_against_typos():
         c.model.d_modell = 3  # locked: no new fields by accident
     with pytest.raises(AttributeError):
         _ = c.model.d_modell
+
+
+def test_config_names_are_the_files_that_define_a_config():
+    """`--config=NAME` lists and accepts only real configs: configs/rows.py (the sweeps' row machinery) is none."""
+    from transformer_jax.launch.flags import config_file, config_names
+
+    names = config_names()
+    assert {"base", "big", "demo", "tiny", "table3", "window", "multi30k_search"} <= set(names)
+    assert "rows" not in names
+    with pytest.raises(ValueError, match="no config named 'rows'"):
+        config_file("rows")
