@@ -1,7 +1,7 @@
 """`transformer-jax compare`: runs side by side in the layout of the paper's Table 3, with the paper's numbers.
 
     transformer-jax compare runs/table3/* [--experiment=table3]  # markdown to stdout; table.md, table.csv, bleu.png,
-                                                                 # provenance.json
+                                                                 # dev_ppl.png, dev_bleu.png, provenance.json
     transformer-jax compare runs/table3/* --out=results/   # ... written to results/ instead of runs/table3/compare
     transformer-jax compare results/runs/*                  # the same table again, from the copied run records
 
@@ -11,7 +11,12 @@ copied to <out>/runs/<run>/, so a committed results folder can be tabulated agai
 provenance.json holds, per run, every start's commit, machine and command (from <workdir>/provenance.jsonl),
 its steps and training wall time, and the commit, machine and command of the compare itself.
 
-Folders without a config.json (e.g. runs/table3/slurm) are skipped. Runs still training are marked with "*".
+bleu.png is dev BLEU per run (bars labelled with their values) beside the paper's; dev_ppl.png and dev_bleu.png draw
+the metric against the training step, one line per run, from each run's metrics.jsonl (dev BLEU is logged during
+training only with config.train.eval_bleu): a metric no run logged gets no file (stderr says so).
+
+Folders without a config.json (e.g. runs/table3/slurm) are skipped. Runs still training (last logged step below
+num_steps) are marked with "*"; a run that reached num_steps is finished, scored or not.
 The table logic is transformer_jax/evaluate/report.py.
 """
 
@@ -27,8 +32,9 @@ from transformer_jax.experiments import get_experiment
 from transformer_jax.launch.flags import EXPERIMENT
 from transformer_jax.run import folder, provenance
 
-OUT = flags.DEFINE_string("out", None, "Folder for table.md, table.csv, bleu.png, provenance.json and runs/<run>/ "
-                                       "(each run's record files) (default: <the runs' common parent folder>/compare).")
+OUT = flags.DEFINE_string("out", None, "Folder for table.md, table.csv, bleu.png, dev_ppl.png, dev_bleu.png, "
+                                       "provenance.json and runs/<run>/ (each run's record files) (default: <the runs' "
+                                       "common parent folder>/compare).")
 POSITIONAL = "RUN_FOLDER..."
 flags.declare_key_flag("experiment")
 
@@ -64,10 +70,30 @@ def main(argv: list[str]) -> None:
     with open(os.path.join(out, "table.csv"), "w") as f:
         f.write(report.to_csv(rows))
     report.plot(rows, os.path.join(out, "bleu.png"))
+    written = ["table.md", "table.csv", "bleu.png", *write_curves(rows, out)]
     with open(os.path.join(out, "provenance.json"), "w") as f:
         json.dump(provenance_of(runs), f, indent=1)
     copy_records(runs, os.path.join(out, "runs"))
-    print(f"Wrote table.md, table.csv, bleu.png, provenance.json and runs/ to {out}", file=sys.stderr)
+    print(f"Wrote {', '.join(written)}, provenance.json and runs/ to {out}", file=sys.stderr)
+
+
+def write_curves(rows: list[dict], out: str) -> list[str]:
+    """``<out>/<metric>.png`` for each metric of report.CURVES that a run logged; the names written. A metric no run
+    logged gets no file (one left by an earlier compare into ``out`` is removed: it would show other runs), and a
+    line on stderr says so."""
+    written = []
+    for key in report.CURVES:
+        name = f"{key}.png"
+        if report.plot_curve(rows, key, os.path.join(out, name)) is not None:
+            written.append(name)
+            continue
+        stale = os.path.join(out, name)
+        if os.path.exists(stale):
+            os.remove(stale)
+        print(f"No {name}: no run logged {key} in its metrics.jsonl"
+              + (" (dev BLEU is logged during training with config.train.eval_bleu)." if key == "dev_bleu" else "."),
+              file=sys.stderr)
+    return written
 
 
 def copy_records(runs: list[dict], records: str) -> None:

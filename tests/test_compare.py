@@ -18,7 +18,7 @@ import pytest
 from cli_runs import REPO, command
 from transformer_jax.evaluate import report
 from transformer_jax.experiments import get_experiment
-from transformer_jax.launch.compare import default_out
+from transformer_jax.launch.compare import default_out, write_curves
 from transformer_jax.run import folder
 
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "compare")
@@ -105,6 +105,54 @@ def test_plot_writes_a_png(rows, tmp_path):
     assert os.path.getsize(path) > 1000
 
 
+def is_png(path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_curves_are_each_runs_logged_points_in_step_order(rows):
+    r = by_run(rows)
+    assert r["base"]["curves"] == {"dev_ppl": [(10, 183.26), (20, 142.46)]}
+    assert r["C4"]["curves"] == {"dev_ppl": [(10, 200.0)], "dev_bleu": [(10, 3.21)]}
+    records = [{"step": 20, "dev_ppl": 9.0}, {"step": 10, "dev_ppl": 12.0}, {"step": 20, "dev_ppl": 8.0},
+               {"step": 20, "train_loss": 1.0}]  # a step logged twice (an old file): its last value
+    assert report.curves(records) == {"dev_ppl": [(10, 12.0), (20, 8.0)]}
+
+
+def test_curve_plots_draw_one_labelled_line_per_run(rows, tmp_path, monkeypatch):
+    drawn = {}
+    save = report._save
+    monkeypatch.setattr(report, "_save", lambda fig, path: drawn.setdefault(path, [
+        (line.get_label(), list(line.get_xdata())) for line in fig.axes[0].get_lines()]) and save(fig, path))
+    path = report.plot_curve(rows, "dev_ppl", str(tmp_path / "dev_ppl.png"))
+    assert drawn[path] == [("base", [10, 20]), ("C4*", [10]), ("D1", [10, 20]), ("custom", [20])]
+    assert is_png(path) and os.path.getsize(path) > 5000
+    path = report.plot_curve(rows, "dev_bleu", str(tmp_path / "dev_bleu.png"))
+    assert drawn[path] == [("C4*", [10])]
+    finished = [row for row in rows if row["row"] != "C4"]  # no run logged dev_bleu: no file
+    assert report.plot_curve(finished, "dev_bleu", str(tmp_path / "none.png")) is None
+    assert not (tmp_path / "none.png").exists()
+
+
+def test_a_metric_no_run_logged_writes_no_file_and_says_so(rows, tmp_path, capsys):
+    (tmp_path / "dev_bleu.png").write_bytes(b"an earlier compare's")
+    finished = [row for row in rows if row["row"] != "C4"]
+    assert write_curves(finished, str(tmp_path)) == ["dev_ppl.png"]
+    assert is_png(tmp_path / "dev_ppl.png") and not (tmp_path / "dev_bleu.png").exists()
+    assert "No dev_bleu.png: no run logged dev_bleu" in capsys.readouterr().err
+
+
+def test_bars_are_labelled_with_their_values(rows, tmp_path, monkeypatch):
+    labels = {}
+    save = report._save
+    monkeypatch.setattr(report, "_save", lambda fig, path: labels.setdefault(path, [
+        [text.get_text() for text in ax.texts] for ax in fig.axes]) and save(fig, path))
+    path = report.plot(rows, str(tmp_path / "bleu.png"))
+    ours, paper = labels[path]  # rows: base, C4 (in progress), D1, custom (no paper row)
+    assert ours == ["12.3", "3.2", f"{by_run(rows)['D1']['dev_bleu']:.1f}", f"{by_run(rows)['custom']['dev_bleu']:.1f}"]
+    assert paper == ["25.8", "24.5", f"{by_run(rows)['D1']['paper_dev_bleu']:.1f}", "–"]
+
+
 def test_a_folder_without_config_is_not_a_run():
     with pytest.raises(FileNotFoundError, match="config.json"):
         report.collect_run(os.path.join(FIXTURES, "slurm"))
@@ -140,6 +188,9 @@ def test_cli_prints_the_table_and_writes_csv_and_png(tmp_path):
     assert (out / "table.md").read_text() == proc.stdout
     assert len((out / "table.csv").read_text().splitlines()) == 1 + 4
     assert (out / "bleu.png").stat().st_size > 1000
+    for name in ("dev_ppl.png", "dev_bleu.png"):  # base, C4, D1 and custom log dev_ppl; C4 logs dev_bleu
+        assert is_png(out / name) and (out / name).stat().st_size > 5000, name
+    assert "Wrote table.md, table.csv, bleu.png, dev_ppl.png, dev_bleu.png, provenance.json" in proc.stderr
     prov = json.loads((out / "provenance.json").read_text())
     assert prov["compare"]["command"].endswith(f"--out={out}") and prov["compare"]["machine"]["cpu_count"] == os.cpu_count()
     starts = {run["run"]: run["starts"] for run in prov["runs"]}
@@ -189,6 +240,22 @@ def test_a_finished_run_scored_on_dev_only_is_not_in_progress(tmp_path):
     collected = report.collect_run(str(run))
     assert collected["finished"] and collected["test_bleu"] is None
     assert "\\*" not in report.to_markdown(report.build_rows([collected]))
+
+
+def test_a_finished_run_scored_on_no_split_is_not_in_progress(tmp_path):
+    """`train --eval_splits=` scores nothing: a run whose last logged step reached num_steps is finished without any
+    eval file, its BLEU columns empty, not marked "*" as still training."""
+    run = tmp_path / "D1"
+    shutil.copytree(os.path.join(FIXTURES, "D1"), run)
+    os.remove(run / "eval_test.json")
+    os.remove(run / "eval_dev.json")
+    collected = report.collect_run(str(run))
+    assert collected["finished"] and (collected["step"], collected["num_steps"]) == (20, 20)
+    row, = report.build_rows([collected])
+    assert not row["in_progress"] and row["dev_bleu"] is None and row["test_bleu"] is None
+    markdown = report.to_markdown([row])
+    assert "\\*" not in markdown and "still training" not in markdown
+    assert markdown.splitlines()[2].startswith("| D1 |")
 
 
 def test_copied_run_records_give_the_same_table(tmp_path):

@@ -1,18 +1,20 @@
-"""Comparing runs side by side in the layout of the paper's Table 3: markdown, CSV and a BLEU plot.
+"""Comparing runs side by side in the layout of the paper's Table 3: markdown, CSV, a BLEU bar chart and curves.
 
 Pure functions over run folders (``config.json``, ``metrics.jsonl``, ``eval_<split>.json``)::
 
     runs = [collect_run(d) for d in workdirs]
     rows = build_rows(runs, paper, notes)   # paper: {row: {"dev_ppl", "dev_bleu", "params_m"}} (e.g. Table 3)
     print(to_markdown(rows)); open("t.csv", "w").write(to_csv(rows)); plot(rows, "bleu.png")
+    plot_curve(rows, "dev_ppl", "dev_ppl.png")  # one line per run against the training step (None: nobody logged it)
 
 A run made by a sweep carries its row's name in its config (``table3_row``, or ``sweep_row`` for the other
 experiments); ``notes`` says in words what each row changes (the "change" column). Columns that say nothing for
 these runs are left out of the markdown: the paper's columns when no run is a row the paper reported, the window
 r when every run has full attention, "change" when no row has a note.
 
-A run that is still training (last logged step < num_steps, or no eval_test.json yet) shows its latest numbers
-from metrics.jsonl and is marked with "*". Dev BLEU is read from eval_dev.json (beam search over the whole dev
+A run that is still training (its last logged step < num_steps) shows its latest numbers from metrics.jsonl and
+is marked with "*". A run that reached num_steps is finished, scored or not (``train --eval_splits=`` scores no
+split, a recipe search scores dev only): its missing scores show "–". Dev BLEU is read from eval_dev.json (beam search over the whole dev
 split) when present, else from the latest ``dev_bleu`` logged during training.
 """
 
@@ -38,6 +40,11 @@ COLUMNS = (
 )
 PAPER_COLUMNS = ("paper_dev_ppl", "paper_dev_bleu")
 MISSING = "–"
+# The metrics `compare` draws against the training step (from metrics.jsonl): key → (axis label, title).
+CURVES = {
+    "dev_ppl": ("dev perplexity (per word-piece)", "Dev perplexity during training"),
+    "dev_bleu": ("dev sacreBLEU", "Dev BLEU during training (config.train.eval_bleu)"),
+}
 
 
 def _read_json(path: str) -> dict | None:
@@ -72,6 +79,17 @@ def train_seconds(records: list[dict]) -> float | None:
     return total + current if seen else None
 
 
+def curves(records: list[dict], keys=tuple(CURVES)) -> dict[str, list[tuple[int, float]]]:
+    """Each of ``keys`` logged in ``records``: its (step, value) points in step order (a step logged twice, by a
+    metrics file written before resumes dropped an interrupted attempt's records: its last value)."""
+    points: dict[str, dict[int, float]] = {key: {} for key in keys}
+    for record in records:
+        for key in keys:
+            if isinstance(record.get(key), (int, float)):
+                points[key][int(record["step"])] = float(record[key])
+    return {key: sorted(values.items()) for key, values in points.items() if values}
+
+
 def _parameters(model: dict) -> int | None:
     from transformer_jax.model.size import count_parameters  # builds an abstract model: only when needed
 
@@ -103,7 +121,7 @@ def collect_run(workdir: str) -> dict:
         "params": _parameters(config["model"]),
         "num_steps": num_steps,
         "step": step,
-        "finished": step >= num_steps and (test is not None or dev is not None),  # scored (a search: dev only)
+        "finished": step >= num_steps,  # scored or not: eval files are optional (train --eval_splits=)
         "dev_ppl": _latest(records, "dev_ppl"),
         "dev_bleu": dev_bleu,
         "dev_tokenized_bleu": dev_tok,
@@ -114,6 +132,7 @@ def collect_run(workdir: str) -> dict:
         "checkpoint": (test or dev or {}).get("checkpoint"),
         "decoding": _decoding(test or dev or {}),
         "train_seconds": train_seconds(records),
+        "curves": curves(records),
     }
 
 
@@ -153,7 +172,7 @@ def build_rows(runs: list[dict], paper: dict[str, dict] | None = None,
             "paper_params_m": theirs.get("params_m"),
             "test_bleu": run["test_bleu"], "test_tokenized_bleu": run["test_tokenized_bleu"],
             "wall_time_s": run["train_seconds"], "signature": run["signature"], "checkpoint": run["checkpoint"],
-            "decoding": run.get("decoding"), "workdir": run["workdir"],
+            "decoding": run.get("decoding"), "workdir": run["workdir"], "curves": run.get("curves", {}),
         })
     return rows
 
@@ -244,21 +263,40 @@ def to_csv(rows: list[dict]) -> str:
     return out.getvalue()
 
 
-def plot(rows: list[dict], path: str) -> str:
-    """Bar chart of dev BLEU per row, ours (left axis) beside the paper's (right axis) when the paper reported any
-    of these rows; writes ``path`` (PNG)."""
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def _save(fig, path: str) -> str:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    _pyplot().close(fig)
+    return path
+
+
+def _label_bars(ax, bars, values: list) -> None:
+    """Writes each bar's value above it (``–`` where there is none: the bar is drawn at 0)."""
+    ax.bar_label(bars, labels=[MISSING if v is None else f"{v:.1f}" for v in values], padding=2, fontsize="small")
+    ax.margins(y=0.12)  # room for the labels above the tallest bar
+
+
+def plot(rows: list[dict], path: str) -> str:
+    """Bar chart of dev BLEU per row, ours (left axis) beside the paper's (right axis) when the paper reported any
+    of these rows, each bar labelled with its value; writes ``path`` (PNG)."""
+    plt = _pyplot()
     x = list(range(len(rows)))
     has_paper = any(row["paper_dev_bleu"] is not None for row in rows)
     width = 0.4 if has_paper else 0.6
     fig, ours_ax = plt.subplots(figsize=(max(6.0, 0.6 * len(rows) + 2), 4.0))
-    ours = [row["dev_bleu"] or 0.0 for row in rows]
-    bars = ours_ax.bar([i - width / 2 if has_paper else i for i in x], ours, width, color="tab:blue",
-                       label="ours (dev sacreBLEU)")
+    ours = [row["dev_bleu"] for row in rows]
+    bars = ours_ax.bar([i - width / 2 if has_paper else i for i in x], [v or 0.0 for v in ours], width,
+                       color="tab:blue", label="ours (dev sacreBLEU)")
+    _label_bars(ours_ax, bars, ours)
     for bar, row in zip(bars, rows):
         if row["in_progress"]:
             bar.set_hatch("//")
@@ -269,15 +307,41 @@ def plot(rows: list[dict], path: str) -> str:
                             ha="right")
     if has_paper:
         paper_ax = ours_ax.twinx()
-        paper = [row["paper_dev_bleu"] or 0.0 for row in rows]
-        paper_ax.bar([i + width / 2 for i in x], paper, width, color="tab:orange", label="paper (Table 3)")
+        paper = [row["paper_dev_bleu"] for row in rows]
+        paper_bars = paper_ax.bar([i + width / 2 for i in x], [v or 0.0 for v in paper], width, color="tab:orange",
+                                  label="paper (Table 3)")
+        _label_bars(paper_ax, paper_bars, paper)
         paper_ax.set_ylabel("paper: dev BLEU (newstest2013)", color="tab:orange")
         ours_ax.set_title("Dev BLEU per row: ours vs. the paper (* = still training)")
         handles = ours_ax.get_legend_handles_labels()[0] + paper_ax.get_legend_handles_labels()[0]
         paper_ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, fontsize="small")
     else:
         ours_ax.set_title("Dev BLEU per run (* = still training)")
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return _save(fig, path)
+
+
+def plot_curve(rows: list[dict], key: str, path: str) -> str | None:
+    """``key`` (one of CURVES: dev_ppl, dev_bleu) against the training step, one labelled line per run that logged
+    it (from metrics.jsonl), with a legend; writes ``path`` (PNG) and returns it, or returns None and writes nothing
+    when no run logged ``key``. Perplexity spanning more than a factor 10 is drawn on a log axis."""
+    drawn = [row for row in rows if row.get("curves", {}).get(key)]
+    if not drawn:
+        return None
+    plt = _pyplot()
+    label, title = CURVES[key]
+    fig, ax = plt.subplots(figsize=(7.0, 4.0))
+    colors = plt.get_cmap("tab10" if len(drawn) <= 10 else "tab20").colors  # Table 3 has 28 rows
+    for i, row in enumerate(drawn):
+        steps, values = zip(*row["curves"][key])
+        ax.plot(steps, values, marker="o", markersize=3, color=colors[i % len(colors)],
+                linestyle=("-", "--", ":", "-.")[i // len(colors) % 4],
+                label=row["run"] + ("*" if row["in_progress"] else ""))
+    values = [v for row in drawn for _, v in row["curves"][key]]
+    if key == "dev_ppl" and min(values) > 0 and max(values) > 10 * min(values):
+        ax.set_yscale("log")
+    ax.set_xlabel("training step")
+    ax.set_ylabel(label)
+    ax.set_title(title + (" (* = still training)" if any(row["in_progress"] for row in drawn) else ""))
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return _save(fig, path)
