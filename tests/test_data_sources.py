@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from transformer_jax.configs import base
-from transformer_jax.data import pipeline, sources
+from transformer_jax.data import pipeline, translation
 from transformer_jax.data.sources import DataError, get_source
 
 MULTI30K = Path(__file__).resolve().parents[1] / "../shared/data/multi30k"  # always there (CI too): no fallback
@@ -104,15 +104,15 @@ def test_multi30k_counts_and_first_lines():
 
 
 def test_multi30k_download_verifies_checksums(tmp_path, monkeypatch):
-    monkeypatch.setattr(sources, "MULTI30K_URL", MULTI30K.resolve().as_uri() + "/")
-    monkeypatch.setattr(sources, "MULTI30K_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(translation, "MULTI30K_URL", MULTI30K.resolve().as_uri() + "/")
+    monkeypatch.setattr(translation, "MULTI30K_CACHE_DIR", str(tmp_path / "cache"))
     source = get_source(make_config("multi30k_ende").data)  # data_dir "" → download into the cache
     assert len(source.load("test")) == 1000
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [
         "test_2016_flickr.de.gz",
         "test_2016_flickr.en.gz",
     ]
-    monkeypatch.setattr(sources, "MULTI30K_SHA256", {**sources.MULTI30K_SHA256, "val.en.gz": "0" * 64})
+    monkeypatch.setattr(translation, "MULTI30K_SHA256", {**translation.MULTI30K_SHA256, "val.en.gz": "0" * 64})
     with pytest.raises(DataError, match="Checksum mismatch .*val.en.gz"):
         source.load("dev")
     assert not list((tmp_path / "cache").glob("val*"))  # nothing half-written

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from transformer_jax.data.batch_plan import measured_fill_rates, plan_steps, plan_warnings
-from transformer_jax.data.sources import DataError
+from transformer_jax.data.corpus import DataError
 from transformer_jax.data.tokenizer import EOS_ID
 
 logger = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from transformer_jax.data.batching import TokenizedPairs
-from transformer_jax.data.sources import DataError
+from transformer_jax.data.corpus import DataError
 from transformer_jax.data.tokenizer import Tokenizer
 
 SIDES = ("both", "source", "target")

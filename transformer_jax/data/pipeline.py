@@ -32,7 +32,8 @@ from tqdm import tqdm
 
 from transformer_jax.data.batching import Batch, TokenizedPairs, TrainBatches, eval_batches
 from transformer_jax.data.bpe_dropout import BpeDropout
-from transformer_jax.data.sources import DataError, Source, get_source
+from transformer_jax.data.corpus import DataError, Source
+from transformer_jax.data.sources import get_source
 from transformer_jax.data.tokenizer import VOCAB_FILENAME, Tokenizer, sample_sentences, temporary_name
 
 logger = logging.getLogger(__name__)

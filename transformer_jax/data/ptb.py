@@ -8,7 +8,7 @@ too). Each pair is ``(words, linearize(tree))`` of the normalised tree
 (:func:`transformer_jax.parsing.trees.normalize`: no empty elements or function tags), so the input has the
 words of the tree, without traces.
 
-Two sources follow :mod:`transformer_jax.data.sources` (``Source._raw_pairs``, :class:`DataError`):
+Two sources follow :mod:`transformer_jax.data.corpus` (``Source._raw_pairs``, :class:`DataError`):
 
 * ``ptb`` (:class:`PtbSource`) — the LDC folder in ``config.data.data_dir``;
 * ``trees`` (:class:`TreesSource`) — the user's bracketed-tree files ``config.data.{train,dev,test}_files`` (one
@@ -25,16 +25,8 @@ import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from transformer_jax.data.sources import (
-    SPLITS,
-    DataError,
-    Pair,
-    Source,
-    _file_stamp,
-    _get,
-    read_lines,
-    synthetic_kwargs,
-)
+from transformer_jax.data.corpus import SPLITS, DataError, Pair, Source, config_value, synthetic_kwargs
+from transformer_jax.data.files import file_stamp, read_lines
 from transformer_jax.parsing.trees import Tree, TreeError, linearize, normalize, read_trees
 
 WSJ_SPLITS: dict[str, tuple[int, ...]] = {"train": tuple(range(2, 22)), "dev": (22,), "test": (23,)}
@@ -120,7 +112,7 @@ class TreebankSource(Source):
         raise NotImplementedError
 
     def _pos_tags(self) -> bool:
-        return bool(_get(self.config, "pos_tags", False))
+        return bool(config_value(self.config, "pos_tags", False))
 
     def _raw_pairs(self, split: str) -> Iterator[Pair]:
         for number, tree in enumerate(self._trees(split), start=1):
@@ -143,7 +135,7 @@ class PtbSource(TreebankSource):
     name = "ptb"
 
     def _root(self) -> str:
-        root = str(_get(self.config, "data_dir", ""))
+        root = str(config_value(self.config, "data_dir", ""))
         if not root:
             raise DataError(
                 "The ptb source needs config.data.data_dir = your Penn Treebank folder (the one holding wsj/00 … 24)."
@@ -155,7 +147,7 @@ class PtbSource(TreebankSource):
             yield from _normalized(read_tree_file(path), path)
 
     def cache_key(self, split: str) -> str:
-        return json.dumps([super().cache_key(split), *map(_file_stamp, split_files(self._root(), split))])
+        return json.dumps([super().cache_key(split), *map(file_stamp, split_files(self._root(), split))])
 
 
 class TreesSource(TreebankSource):
@@ -165,7 +157,7 @@ class TreesSource(TreebankSource):
 
     def _file(self, split: str) -> str:
         field = f"{split}_files"
-        path = str(_get(self.config, field, "")).strip()
+        path = str(config_value(self.config, field, "")).strip()
         if not path or "," in path:
             raise DataError(f"The trees source needs config.data.{field} = one file of bracketed trees; got {path!r}.")
         if not Path(path).is_file():
@@ -177,7 +169,7 @@ class TreesSource(TreebankSource):
         yield from _normalized(read_tree_file(path), path)
 
     def cache_key(self, split: str) -> str:
-        return json.dumps([super().cache_key(split), _file_stamp(self._file(split))])
+        return json.dumps([super().cache_key(split), file_stamp(self._file(split))])
 
 
 class SyntheticParseSource(TreebankSource):

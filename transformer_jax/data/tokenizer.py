@@ -40,7 +40,7 @@ import numpy as np
 import sentencepiece as spm
 from tqdm import tqdm
 
-from transformer_jax.data.sources import DataError
+from transformer_jax.data.corpus import DataError
 
 logger = logging.getLogger(__name__)
 
