@@ -238,3 +238,18 @@ def test_config_names_are_the_files_that_define_a_config():
     assert "rows" not in names
     with pytest.raises(ValueError, match="no config named 'rows'"):
         config_file("rows")
+
+
+@pytest.mark.parametrize("name,arg,spec", [
+    ("demo", None, "avg5"), ("demo_table3", None, "avg5"), ("table3", "B1,base=demo_table3", "avg5"),
+    ("multi30k", None, "avg5"), ("base", None, "avg5"), ("big", None, "avg20")])
+def test_the_documented_averages_exist_on_each_configs_schedule(name, arg, spec):
+    """The README's `average --last=5` / `--checkpoint=avg5` (big: 20, §6.1) find that many scheduled checkpoints:
+    the demo and the Table 3 demo rows once kept one or two, so the walkthrough's avg5 failed after training."""
+    import importlib
+
+    from transformer_jax.launch.flags import check_eval_checkpoint
+
+    module = importlib.import_module(f"transformer_jax.configs.{name}")
+    config = module.get_config(arg) if arg else module.get_config()
+    check_eval_checkpoint(spec, config.train)
