@@ -110,9 +110,10 @@ def _table(result: dict) -> str:
     every = result["checkpoint_every_steps"]
     rows.append(("checkpoints", f"every {every:,} steps and the last" if every else "time-based only"))
     if result["average_steps"]:
-        steps = result["average_steps"]
-        rows.append((f"avg{result['average_last']} window",
-                     f"steps {steps[0]:,}–{steps[-1]:,} ({result['average_window_steps']:,} steps)"))
+        steps, last = result["average_steps"], result["average_last"]
+        short = f"only {len(steps)} of {last} checkpoints: " if len(steps) < last else ""
+        rows.append((f"avg{last} window", f"{short}steps {steps[0]:,}–{steps[-1]:,} "
+                     f"({result['average_window_steps']:,} steps)" if len(steps) > 1 else f"{short}step {steps[0]:,}"))
     if "device_memory" in result:
         mem = result["device_memory"]
         budget = f" of {mem['budget_bytes'] / 2**30:.2f} usable" if mem["budget_bytes"] else ""

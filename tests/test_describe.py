@@ -8,7 +8,7 @@ import pytest
 
 from cli_runs import run_all
 from transformer_jax.configs import demo, table3
-from transformer_jax.launch.describe import describe
+from transformer_jax.launch.describe import _table, describe
 
 # PAPER.md: a faithful count (one embedding matrix shared three ways, biases everywhere, 37000 vocabulary), ×10^6.
 FAITHFUL = {"base": 63.1, "B1": 56.0, "B2": 58.4, "C1": 33.7, "C2": 48.4, "C3": 77.8, "C4": 26.8, "C5": 163.9,
@@ -102,6 +102,33 @@ def test_flops_per_target_token_by_hand():
     assert describe(c, 32)["flops_per_target_token"] == expected
     # The attention term is the only one that grows with the sentence length.
     assert describe(c, 64)["flops_per_target_token"] - expected == 3 * 2 * attention
+
+
+def test_an_average_longer_than_the_kept_checkpoints_is_a_warning():
+    """decode.average_last = 5 with one scheduled checkpoint (400 steps, saved every 400): `evaluate
+    --checkpoint=avg5` would fail after training, so describe warns (table and JSON) instead of showing a 0-step
+    window; the same for keep_checkpoints below 5, and for time-based saves kept fewer than 5."""
+    config = demo.get_config()
+    config.train.num_steps = config.train.checkpoint_every_steps = 400
+    planned = describe(config, 32)
+    assert (planned["average_steps"], planned["average_available"]) == ([400], 1)
+    warning, = [line for line in planned["warnings"] if "average_last" in line]
+    assert "avg5 has 1 checkpoint" in warning and "checkpoint_every_steps to at most 80" in warning
+    table = _table(planned)
+    assert re.search(r"^warning +decode.average_last=5 but the step schedule saves 1 ", table, re.MULTILINE), table
+    assert re.search(r"^avg5 window +only 1 of 5 checkpoints: step 400$", table, re.MULTILINE), table
+
+    config.train.checkpoint_every_steps, config.train.keep_checkpoints = 80, 3
+    planned = describe(config, 32)
+    assert (planned["average_steps"], planned["average_available"]) == ([240, 320, 400], 3)
+    assert any("keep_checkpoints=3 keeps 3" in line for line in planned["warnings"])
+    config.train.checkpoint_every_steps = 0
+    planned = describe(config, 32)
+    assert planned["average_available"] is None and any("at most 3" in line for line in planned["warnings"])
+
+    config.train.keep_checkpoints = 20
+    for fitting in (config, demo.get_config(), table3.get_config("big")):  # the schedules the paper's avgN fits
+        assert not [line for line in describe(fitting, 32)["warnings"] if "average_last" in line], fitting.name
 
 
 # --- the command line, end to end ------------------------------------------------------------------------------
