@@ -9,13 +9,14 @@ import pytest
 
 from transformer_jax.data import synthetic as syn
 from transformer_jax.data.synthetic import ADVERBS, VERBS, Clause, noun_phrase, prepositional_phrase, render
+from transformer_jax.data.synthetic_lexicon import AUXILIARIES, MODALS
 from transformer_jax.parsing.trees import Tree
 
 SUBORDINATORS = {"weil", "dass", "wenn", "obwohl"}
 FINITE = syn.german_finite_forms()
-AUX = syn._AUX
+AUX = AUXILIARIES
 AUX_FORMS = {f for table in AUX.values() for f in table.values()}
-MODAL_FORMS = {f for _, table in syn._MODALS.values() for f in table.values()}
+MODAL_FORMS = {f for _, table in MODALS.values() for f in table.values()}
 INFINITIVES = {v.de_inf for v in VERBS.values()} | {"sein"}
 # Participles that are not also an infinitive or a finite form (vergessen, bekommen are), so their position is telling.
 PARTICIPLES = {v.de_pp for v in VERBS.values()} - INFINITIVES - FINITE | {"gewesen"}

@@ -11,6 +11,7 @@ import pytest
 
 from transformer_jax.data import synthetic as syn
 from transformer_jax.data.synthetic import Clause, english_tree, noun_phrase, prepositional_phrase, render
+from transformer_jax.data.synthetic_trees import adverb_tree
 from transformer_jax.parsing.trees import Tree, TreeError, to_bracketed
 
 SIZES = {"train_size": 400, "dev_size": 50, "test_size": 50}
@@ -213,7 +214,7 @@ def test_particle_verbs_and_adverbs():
     check(wave, "Often they may wave to many children.",
           "(S (ADVP (RB Often)) (NP (PRP they)) (VP (MD may) (VP (VB wave) (PP (TO to) (NP (JJ many) "
           "(NNS children))))) (. .))")
-    assert [to_bracketed(syn._adverb_tree(a)) for a in ("in the morning", "at night", "last week", "this morning")] == [
+    assert [to_bracketed(adverb_tree(a)) for a in ("in the morning", "at night", "last week", "this morning")] == [
         "(PP (IN in) (NP (DT the) (NN morning)))", "(PP (IN at) (NP (NN night)))", "(NP (JJ last) (NN week))",
         "(NP (DT this) (NN morning))"]
 
