@@ -10,8 +10,8 @@ learns its pieces' composition; decoding and evaluation use the plain, determini
 same segmentation. ``config.data.bpe_dropout_sides`` samples "both" sides (Provilkov et al.'s setting), only the
 "source" or only the "target"; a side not sampled keeps its plain segmentation. A pair whose sampled segmentation
 is longer than ``max_length`` (either side) keeps its deterministic one, so the set of pairs trained on does not
-change from epoch to epoch. The texts stay in memory
-and each epoch is encoded again on one thread (about 1 s for Multi30k's 29K pairs): meant for small corpora.
+change from epoch to epoch. The texts stay in memory and each epoch is encoded again on one thread: meant for small
+corpora.
 """
 
 from __future__ import annotations

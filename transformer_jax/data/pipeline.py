@@ -93,7 +93,7 @@ PREPARED_FILE = "data_prepared.json"  # written last by prepare(): what hosts ot
 
 def prepare(config: Any, workdir: str | os.PathLike) -> Tokenizer:
     """Everything a run's data needs before its first step, done once: the source's splits downloaded and prepared
-    (tensorflow-datasets' WMT14: an hour and more), the vocabulary trained (``vocab.model``) and the training pairs
+    (tensorflow-datasets downloads and converts WMT14), the vocabulary trained (``vocab.model``) and the training pairs
     tokenized (``tokens-train-*.npz``). Records it last in ``<workdir>/data_prepared.json`` (:func:`prepared_key`),
     or the error that stopped it, for the hosts that wait (train/trainer.py: they do so outside any collective).
 
