@@ -84,18 +84,25 @@ def read_tree_file(path: str | os.PathLike) -> list[Tree]:
         raise DataError(f"{path}: {e}") from None
 
 
+def read_tree_files(paths: Iterable[str | os.PathLike]) -> Iterator[tuple[str, Tree]]:
+    """The trees of bracketed files in order, as read, each with where it is ("<file>, tree <n>") for messages."""
+    for path in paths:
+        for number, tree in enumerate(read_tree_file(path), start=1):
+            yield f"{path}, tree {number}", tree
+
+
 def ptb_split_trees(root: str | os.PathLike, split: str) -> Iterator[Tree]:
     """The trees of a WSJ split as read (e.g. the gold trees for EVALB), file by file."""
-    for path in split_files(root, split):
-        yield from read_tree_file(path)
+    for _, tree in read_tree_files(split_files(root, split)):
+        yield tree
 
 
-def _normalized(trees: Iterable[Tree], path: str | os.PathLike) -> Iterator[Tree]:
-    """`normalize` each tree; a tree with no word left is a DataError naming ``path`` and the tree's number."""
-    for number, tree in enumerate(trees, start=1):
+def normalized_trees(paths: Iterable[str | os.PathLike]) -> Iterator[Tree]:
+    """The `normalize`d trees of bracketed files; a tree with no word left is a DataError naming its file and number."""
+    for where, tree in read_tree_files(paths):
         normalized = normalize(tree)
         if normalized is None:
-            raise DataError(f"{path}, tree {number}: no word is left after removing -NONE- elements.")
+            raise DataError(f"{where}: no word is left after removing -NONE- elements.")
         yield normalized
 
 
@@ -143,8 +150,7 @@ class PtbSource(TreebankSource):
         return root
 
     def _trees(self, split: str) -> Iterator[Tree]:
-        for path in split_files(self._root(), split):
-            yield from _normalized(read_tree_file(path), path)
+        yield from normalized_trees(split_files(self._root(), split))
 
     def cache_key(self, split: str) -> str:
         return json.dumps([super().cache_key(split), *map(file_stamp, split_files(self._root(), split))])
@@ -165,8 +171,7 @@ class TreesSource(TreebankSource):
         return path
 
     def _trees(self, split: str) -> Iterator[Tree]:
-        path = self._file(split)
-        yield from _normalized(read_tree_file(path), path)
+        yield from normalized_trees([self._file(split)])
 
     def cache_key(self, split: str) -> str:
         return json.dumps([super().cache_key(split), file_stamp(self._file(split))])
