@@ -1,9 +1,16 @@
-"""`transformer-jax describe`: the resolved config, parameter counts, training FLOPs per target token, and the run's
+"""`transformer-jax describe`: a config's model, parameter counts, training FLOPs per target token, and the run's
 plan on a cluster layout (batch shapes, real tokens per step, checkpoint schedule, averaging window, memory).
 
-    transformer-jax describe --config=configs/table3.py:C5 --json
+    transformer-jax describe --config=table3:C5                     # a table to read
+    transformer-jax describe --config=table3:C5 --print_config     # ... after every field of the resolved config
+    transformer-jax describe --config=table3:C5 --json             # one JSON document (the config in "config")
     transformer-jax describe --config=configs/base.py --num_processes=8 --devices_per_process=4
     transformer-jax describe --config=configs/big.py --target=v5e-256 [--memory]
+
+Without --json it prints a table for a person: the model's shape, counts, the step plan, the checkpoint schedule and
+a ``warning`` line for anything that will not work as configured (e.g. an avgN the schedule cannot give). With
+--json stdout is exactly one JSON document (the same numbers, the warnings, and the whole resolved config), for
+scripts. --print_config adds every field of the resolved config above the table (ml_collections' listing).
 
 With --target the layout is the target's hosts × devices and "auto" dtype / attention are the target's; --memory
 compiles the largest bucket's training step for the target (transformer_jax/aot.py, as `compile` does).
@@ -17,6 +24,7 @@ from absl import flags
 
 from transformer_jax import aot
 from transformer_jax import target as targets
+from transformer_jax.launch.cli import _fail
 from transformer_jax.launch.cluster import NUM_PROCESSES
 from transformer_jax.launch.flags import CONFIG, JSON, TARGET
 from transformer_jax.model.size import count_parameters, flops_per_target_token
@@ -26,6 +34,9 @@ SEQ_LEN = flags.DEFINE_integer("seq_len", 32, "Sentence length assumed by the at
 DEVICES_PER_PROCESS = flags.DEFINE_integer(
     "devices_per_process", None, "Plan for this many accelerators per process (with --num_processes; default: this "
     "machine's local devices).", lower_bound=1)
+PRINT_CONFIG = flags.DEFINE_bool(
+    "print_config", False, "Also print every field of the resolved config (the overrides applied) above the table; "
+    "--json holds it as \"config\" instead.")
 MEMORY = flags.DEFINE_bool(
     "memory", False, "Also compile the training step of the bucket with the most tokens per device for --target "
     "(default: this machine) and report XLA's memory per device (minutes for big; `compile` does every bucket).")
@@ -86,12 +97,15 @@ def device_memory(config, target: targets.Target, plan) -> dict:
 
 
 def _table(result: dict) -> str:
-    m = result["config"]["model"]
+    """The human-readable summary of :func:`describe`'s ``result`` (what `describe` prints without --json)."""
+    m, t = result["config"]["model"], result["config"]["train"]
     rows = [("config", result["name"]),
             ("layers (enc+dec)", f"{m['num_encoder_layers']}+{m['num_decoder_layers']}"),
             ("d_model / d_ff", f"{m['d_model']} / {m['d_ff']}"),
             ("h / d_k / d_v", f"{m['num_heads']} / {m['d_k']} / {m['d_v']}"),
             ("positions", m["positional"]), ("vocab", str(m["vocab_size"])),
+            ("training", (f"{t['num_steps']:,} steps, warmup {t['warmup_steps']:,}, P_drop {m['dropout_rate']}, "
+                          f"ε_ls {t['label_smoothing']}")),
             ("compute", (f"{result['dtype']} (model.dtype={m['dtype']}), attention {result['attention']} "
                          f"(attention_implementation={m['attention_implementation']}) on {result['platform']}")),
             ("params total", f"{result['params_total']:,} ({result['params_total'] / 1e6:.1f}M)"),
@@ -108,7 +122,8 @@ def _table(result: dict) -> str:
                      f"~{tokens:,} real tokens per side at fill {fill:.2f} "
                      f"(configured {result['configured_tokens_per_step']:,})")))
     every = result["checkpoint_every_steps"]
-    rows.append(("checkpoints", f"every {every:,} steps and the last" if every else "time-based only"))
+    rows.append(("checkpoints", (f"every {every:,} steps and the last" if every else "time-based only")
+                 + f", keep {t['keep_checkpoints']}"))
     if result["average_steps"]:
         steps, last = result["average_steps"], result["average_last"]
         short = f"only {len(steps)} of {last} checkpoints: " if len(steps) < last else ""
@@ -127,6 +142,9 @@ def _table(result: dict) -> str:
 
 def main(argv: list[str]) -> None:
     del argv
+    if JSON.value and PRINT_CONFIG.value:
+        _fail("describe", "--print_config prints the config for a person; with --json it is the JSON's \"config\". "
+              "Give one of them.")
     config = CONFIG.value
     try:
         target = targets.parse(TARGET.value) if TARGET.value else None
@@ -135,7 +153,9 @@ def main(argv: list[str]) -> None:
         result = describe(config, SEQ_LEN.value, NUM_PROCESSES.value, DEVICES_PER_PROCESS.value, MEMORY.value, target)
     except (ValueError, targets.TargetUnavailable) as e:
         sys.exit(f"transformer-jax describe: {e}")
-    if not JSON.value:
+    if JSON.value:
+        print(json.dumps(result))  # one document: scripts read stdout whole
+        return
+    if PRINT_CONFIG.value:
         print(config)
-        print(_table(result))
-    print(json.dumps(result))
+    print(_table(result))

@@ -139,7 +139,11 @@ CLI_CASES = {
     "typo": ["describe", "--config=configs/table3.py:C5", "--config.model.d_modell=3", "--json"],
     "row": ["describe", "--config=configs/table3.py:Z9", "--json"],
     "layout": ["describe", "--config=configs/base.py", "--num_processes=8", "--devices_per_process=4",
-               "--config.train.grad_accum_steps=2"],
+               "--config.train.grad_accum_steps=2", "--json"],
+    "table": ["describe", "--config=configs/base.py", "--num_processes=8", "--devices_per_process=4",
+              "--config.train.grad_accum_steps=2"],
+    "print_config": ["describe", "--config=configs/table3.py:C5", "--print_config"],
+    "both": ["describe", "--config=configs/table3.py:C5", "--print_config", "--json"],
 }
 
 
@@ -150,11 +154,12 @@ def cli_runs() -> dict[str, subprocess.CompletedProcess]:
 
 
 def test_cli_describe_json(cli_runs):
-    """--json: one line, the JSON of describe() for the row the --config names (no table, no config dump)."""
+    """--json: stdout is exactly one JSON document, describe() for the row the --config names (no table, no config
+    dump)."""
     run = cli_runs["c5"]
     assert run.returncode == 0, run.stderr
-    (line,) = run.stdout.strip().splitlines()
-    printed = json.loads(line)
+    assert len(run.stdout.strip().splitlines()) == 1
+    printed = json.loads(run.stdout)
     expected = result("C5")
     assert printed["config"]["table3_row"] == "C5" and printed["config"] == expected["config"]
     for key in ("params_total", "params_embedding", "params_nonembedding", "flops_per_target_token"):
@@ -182,7 +187,7 @@ def test_cli_plans_a_cluster_layout(cli_runs):
     averaging window that training would use on that layout (train/plan.py)."""
     run = cli_runs["layout"]
     assert run.returncode == 0, run.stderr
-    result = json.loads(run.stdout.strip().splitlines()[-1])
+    result = json.loads(run.stdout)
     assert result["num_processes"] == 8 and result["devices_per_process"] == 4 and result["grad_accum_steps"] == 2
     assert [length for _, length in result["batch_shapes"]] == [32, 64, 128, 256]
     for (rows, length), per_device in zip(result["batch_shapes"], result["rows_per_device"]):
@@ -191,4 +196,28 @@ def test_cli_plans_a_cluster_layout(cli_runs):
     assert result["checkpoint_every_steps"] == 1500
     assert result["average_steps"] == [94_500, 96_000, 97_500, 99_000, 100_000]
     assert result["average_window_steps"] == 5_500
-    assert "avg5 window" in run.stdout and "steps 94,500–100,000" in run.stdout  # the table a person reads
+
+
+
+def test_cli_without_json_prints_only_the_table(cli_runs):
+    """Without --json a person gets the table (the same plan), not the config's every field nor a JSON line."""
+    run = cli_runs["table"]
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.strip().splitlines()
+    assert lines[0].split()[0] == "config" and lines[0].split()[1].startswith("base")
+    assert re.search(r"^avg5 window +steps 94,500–100,000 \(5,500 steps\)$", run.stdout, re.MULTILINE), run.stdout
+    assert re.search(r"^layout +8 processes × 4 devices, 2 accumulation step\(s\)$", run.stdout, re.MULTILINE)
+    assert re.search(r"^training +100,000 steps, warmup 4,000, P_drop 0.1, ε_ls 0.1$", run.stdout, re.MULTILINE)
+    assert not any(line.lstrip().startswith(("{", "adam_b1")) for line in lines), run.stdout
+    assert all(re.match(r"\S.*\S  +\S", line) for line in lines), run.stdout  # every line a "key  value" row
+
+
+def test_cli_print_config_adds_every_field_above_the_table(cli_runs):
+    run = cli_runs["print_config"]
+    assert run.returncode == 0, run.stderr
+    config_part, table_part = run.stdout.split("\nconfig ", 1)
+    assert "adam_b1: 0.9" in config_part and "table3_row: C5" in config_part and "{" not in run.stdout
+    assert "params total" in table_part
+    both = cli_runs["both"]
+    assert both.returncode == 2 and not both.stdout and "--print_config" in both.stderr.strip()
+    assert len(both.stderr.strip().splitlines()) == 1
