@@ -28,10 +28,11 @@ import sys
 from absl import flags
 
 from transformer_jax.evaluate import attention_maps
-from transformer_jax.launch import compare, decode, logs, overrides  # noqa: F401 (compare, decode: see FLAG_HELP)
+from transformer_jax.launch import compare, decode, logs, overrides  # noqa: F401 (compare, decode: see flag_help)
 from transformer_jax.launch.cli import USAGE_ERROR
 from transformer_jax.launch.flags import TARGET, WORKDIR
 from transformer_jax.launch.overrides import describe_decoding
+from transformer_jax.launch.verbs import Verb
 
 LAYERS = flags.DEFINE_string("layers", "all", "Layers drawn in the heat-map grids, from 1: e.g. 1,2 or 5-6 or all.")
 HEADS = flags.DEFINE_string("heads", "all", "Heads drawn in the heat-map grids, from 1: e.g. 1,3 or 1-4 or all.")
@@ -46,14 +47,16 @@ for _name in ("workdir", "checkpoint", "input", "out", "target"):
 # --input (decode's, a file there), --out (compare's) and --target (compile's and describe's: what to compile for)
 # are flags of other commands in absl's one namespace: this command shares them (importing compare and decode
 # defines them) and says here what they mean for it.
-FLAG_HELP = {"input": "The source sentence (required), e.g. --input=\"The man has seen the dog.\".",
-             "target": "The target sentence to force (teacher forcing); default: the run's own translation of --input "
-                       "by config.decode (beam search).",
-             "out": "Folder for encoder.png, decoder.png, cross.png, lines.png, weights.npz, attention.json "
-                    "(required; created if missing)."}
-OVERRIDES = overrides.HELP
-FLAG_HINTS = {**overrides.flag_hints("attention"), "output": "use --out=DIR (a folder).",
-              "sentence": "use --input=\"...\"."}
+VERB = Verb(
+    "attention",
+    overrides=overrides.HELP,
+    flag_hints={**overrides.flag_hints("attention"), "output": "use --out=DIR (a folder).",
+                "sentence": "use --input=\"...\"."},
+    flag_help={"input": "The source sentence (required), e.g. --input=\"The man has seen the dog.\".",
+               "target": "The target sentence to force (teacher forcing); default: the run's own translation of "
+                         "--input by config.decode (beam search).",
+               "out": "Folder for encoder.png, decoder.png, cross.png, lines.png, weights.npz, attention.json "
+                      "(required; created if missing)."})
 
 
 def fail(message: str) -> None:

@@ -18,15 +18,16 @@ from absl import flags
 from transformer_jax.decode.restore import write_average
 from transformer_jax.launch import cluster, logs, overrides
 from transformer_jax.launch.flags import JSON, WORKDIR
+from transformer_jax.launch.verbs import Verb
 
 LAST = flags.DEFINE_integer(
     "last", None, "Number of most recent checkpoints to average (default: the run's config.decode.average_last; "
     "§6.1: 5 for base, 20 for big).", lower_bound=1)
 for _name in ("workdir", "json", *cluster.FLAG_NAMES):
     flags.declare_key_flag(_name)
-OVERRIDES = ("override a field of the run's config.json (decode.* only): --config.decode.average_last=20 is "
-             "--last=20.")
-FLAG_HINTS = overrides.flag_hints("average")
+VERB = Verb("average", overrides="override a field of the run's config.json (decode.* only): "
+                                  "--config.decode.average_last=20 is --last=20.",
+            flag_hints=overrides.flag_hints("average"))
 
 
 def main(argv: list[str]) -> None:

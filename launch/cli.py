@@ -22,6 +22,7 @@ from types import ModuleType
 
 from absl import app, flags
 
+from transformer_jax.launch.verbs import Verb
 from transformer_jax.run import host_memory
 
 COMMANDS = {
@@ -38,13 +39,8 @@ COMMANDS = {
 USAGE_ERROR = 2  # exit status of a command line that names a wrong flag or argument (as argparse and absl use)
 HELP = {"-h", "--help", "-help", "--helpshort", "--helpfull", "-?"}
 
-# What each command module declares (all optional):
-#   its flags       absl key flags: the flags it defines, plus shared ones named with flags.declare_key_flag
-#   OVERRIDES       a sentence saying what --config.SECTION.FIELD=VALUE changes (absent: overrides are refused)
-#   POSITIONAL      "FILE" (at most one argument) or "RUN_FOLDER..." (any number); absent: none
-#   FLAG_HINTS      {flag name: what to use instead}, for the error about a flag the command does not take
-#   FLAG_HELP       {flag name: help}, for a flag shared with another command that means something else here (its
-#                   --help shows this text, without the other command's default)
+# Each command module (launch/<command>.py) declares its flags (absl key flags: those it defines, plus shared ones
+# named with flags.declare_key_flag) and ``VERB = Verb(...)`` (launch/verbs.py): its arguments, overrides and hints.
 
 
 def _usage() -> str:
@@ -66,6 +62,18 @@ def _unknown_field(error: Exception) -> str:
     return "unknown config field in an override: " + " ".join(text.split())
 
 
+def verb_of(module: ModuleType) -> Verb:
+    """The ``VERB`` a command module declares.
+
+    Raises:
+        TypeError: the module declares none, or declares something else (a mistake in the command, not the user's).
+    """
+    verb = getattr(module, "VERB", None)
+    if not isinstance(verb, Verb):
+        raise TypeError(f"{module.__name__} declares no VERB = Verb(...) (launch/verbs.py).")
+    return verb
+
+
 def command_flags(module: ModuleType) -> dict[str, flags.Flag]:
     """The flags ``module`` (a command) takes: its absl key flags, by name."""
     return {flag.name: flag for flag in flags.FLAGS.get_key_flags_for_module(module.__name__)}
@@ -81,14 +89,13 @@ def _flag_help(flag: flags.Flag, text: str | None = None) -> list[str]:
 
 def help_text(command: str, module: ModuleType) -> str:
     """``transformer-jax COMMAND --help``: the usage line, the command's description and its own flags."""
-    positional = getattr(module, "POSITIONAL", None)
-    usage = f"usage: transformer-jax {command} [flags]" + (f" [{positional}]" if positional else "")
+    verb = verb_of(module)
+    usage = f"usage: transformer-jax {command} [flags]" + (f" [{verb.positional}]" if verb.positional else "")
     lines = [usage, "", (module.__doc__ or COMMANDS[command]).strip(), "", "flags:"]
-    own = getattr(module, "FLAG_HELP", {})
     for flag in sorted(command_flags(module).values(), key=lambda f: f.name):
-        lines += _flag_help(flag, own.get(flag.name))
-    if getattr(module, "OVERRIDES", None):
-        lines += textwrap.wrap(f"--config.SECTION.FIELD=VALUE: {module.OVERRIDES}", width=100, initial_indent="  ",
+        lines += _flag_help(flag, verb.flag_help.get(flag.name))
+    if verb.overrides:
+        lines += textwrap.wrap(f"--config.SECTION.FIELD=VALUE: {verb.overrides}", width=100, initial_indent="  ",
                                subsequent_indent="      ")
     return "\n".join(lines)
 
@@ -100,8 +107,9 @@ def check_arguments(command: str, module: ModuleType, args: list[str]) -> list[s
     absl's flags are global (every imported module defines some), so absl alone would accept `decode --config=...`
     or `train --checkpoint=avg5` and ignore them; this check runs before absl parses.
     """
+    verb = verb_of(module)
     known = command_flags(module)
-    hints = getattr(module, "FLAG_HINTS", {})
+    hints = verb.flag_hints
     positional: list[str] = []
     i = 0
     while i < len(args):
@@ -115,7 +123,7 @@ def check_arguments(command: str, module: ModuleType, args: list[str]) -> list[s
             continue
         name = arg.lstrip("-").partition("=")[0]
         if name.startswith("config."):
-            if not getattr(module, "OVERRIDES", None):
+            if not verb.overrides:
                 _fail(command, f"--{name} is not a flag of `transformer-jax {command}`, which reads no config."
                       + (f" {hints['config']}" if "config" in hints else ""))
             # defined by --config for each override (FlagValues.get returns a value, not the Flag)
@@ -130,7 +138,7 @@ def check_arguments(command: str, module: ModuleType, args: list[str]) -> list[s
             _fail(command, f"--{name} is not a flag of `transformer-jax {command}`; {hint}")
         if "=" not in arg and flag is not None and not flag.boolean:
             i += 1  # `--flag value`: the next argument is the value
-    kind = getattr(module, "POSITIONAL", None)
+    kind = verb.positional
     if positional and kind is None:
         hint = (f" (a config is given as --config={positional[0]})"
                 if "config" in known and ".py" in positional[0] else "")

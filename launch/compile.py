@@ -24,6 +24,7 @@ from absl import flags
 from transformer_jax import aot, fit
 from transformer_jax import target as targets
 from transformer_jax.launch.flags import CONFIG, JSON, TARGET
+from transformer_jax.launch.verbs import Verb
 from transformer_jax.train.step import passes_per_row
 
 LIST_TARGETS = flags.DEFINE_bool("list_targets", False, "Print the target names (with each chip's memory and peak) "
@@ -43,7 +44,9 @@ SUGGEST = flags.DEFINE_bool("suggest", True, "When something does not fit, compi
 MAX_CANDIDATES = flags.DEFINE_integer("max_candidates", 4, "Candidate configurations compiled at most.", lower_bound=1)
 for _name in ("config", "json", "target"):
     flags.declare_key_flag(_name)
-OVERRIDES = "override any field of the config, e.g. --config.train.mesh.fsdp=4 (configs are locked: a typo fails)."
+VERB = Verb(
+    "compile",
+    overrides="override any field of the config, e.g. --config.train.mesh.fsdp=4 (configs are locked: a typo fails).")
 
 
 def _fail(message: str) -> None:

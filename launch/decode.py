@@ -28,6 +28,7 @@ from transformer_jax.decode.translate import Translator
 from transformer_jax.launch import cluster, logs, overrides
 from transformer_jax.launch.flags import WORKDIR
 from transformer_jax.launch.overrides import describe_decoding
+from transformer_jax.launch.verbs import Verb
 
 INPUT = flags.DEFINE_string("input", "-", "Source text, one sentence per line (UTF-8); - reads stdin. The file may "
                             "also be given as the command's one argument.")
@@ -35,9 +36,8 @@ OUTPUT = flags.DEFINE_string("output", "-", "Where translations go, one line per
 for _name in ("workdir", "checkpoint", *cluster.FLAG_NAMES):
     flags.declare_key_flag(_name)
 
-POSITIONAL = "FILE"  # the input, instead of --input
-OVERRIDES = overrides.HELP
-FLAG_HINTS = overrides.flag_hints("decode")
+VERB = Verb("decode", positional="FILE", overrides=overrides.HELP,  # FILE: the input, instead of --input
+            flag_hints=overrides.flag_hints("decode"))
 CHUNK_BATCHES = 16  # translations are written every CHUNK_BATCHES × config.decode.batch_size input lines
 
 logger = logging.getLogger(__name__)

@@ -27,6 +27,7 @@ from transformer_jax import target as targets
 from transformer_jax.launch.cli import _fail
 from transformer_jax.launch.cluster import NUM_PROCESSES
 from transformer_jax.launch.flags import CONFIG, JSON, TARGET
+from transformer_jax.launch.verbs import Verb
 from transformer_jax.model.size import count_parameters, flops_per_target_token
 from transformer_jax.train.plan import layout_plan
 
@@ -42,7 +43,9 @@ MEMORY = flags.DEFINE_bool(
     "(default: this machine) and report XLA's memory per device (minutes for big; `compile` does every bucket).")
 for _name in ("config", "json", "num_processes", "target"):
     flags.declare_key_flag(_name)
-OVERRIDES = "override any field of the config, e.g. --config.model.num_heads=16 (configs are locked: a typo fails)."
+VERB = Verb(
+    "describe",
+    overrides="override any field of the config, e.g. --config.model.num_heads=16 (configs are locked: a typo fails).")
 
 
 def describe(config, seq_len: int, num_processes: int | None = None, devices_per_process: int | None = None,

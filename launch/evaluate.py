@@ -27,14 +27,14 @@ from transformer_jax.evaluate.evaluation import evaluate_split, score_line
 from transformer_jax.launch import cluster, grid, logs, overrides
 from transformer_jax.launch.flags import CHECKPOINT, JSON, WORKDIR
 from transformer_jax.launch.overrides import describe_decoding
+from transformer_jax.launch.verbs import Verb
 
 SPLIT = flags.DEFINE_enum("split", None, ["dev", "test"],
                           "Split to translate and score (required): dev (Table 3) or test (Table 2).")
 GRID = flags.DEFINE_multi_string("grid", [], grid.HELP)
 for _name in ("workdir", "checkpoint", "json", *cluster.FLAG_NAMES):
     flags.declare_key_flag(_name)
-OVERRIDES = overrides.HELP
-FLAG_HINTS = overrides.flag_hints("evaluate")
+VERB = Verb("evaluate", overrides=overrides.HELP, flag_hints=overrides.flag_hints("evaluate"))
 
 NUM_SAMPLES = 3  # sample translations in the human summary
 

@@ -35,6 +35,7 @@ from transformer_jax.launch.flags import (
     check_eval_checkpoint,
     check_eval_splits,
 )
+from transformer_jax.launch.verbs import Verb
 from transformer_jax.train.preemption import Preempted
 
 LAUNCHERS = ("local", "slurm", "tpu", "print")
@@ -62,8 +63,10 @@ ENV_SETUP = flags.DEFINE_string("env_setup", None, "Slurm/TPU: shell command run
 
 for _name in ("experiment", "workdir", "eval_checkpoint", "eval_splits", *cluster.FLAG_NAMES):
     flags.declare_key_flag(_name)
-OVERRIDES = "override a field of every row's config, e.g. --config.train.num_steps=500 (rows apply to --base)."
-FLAG_HINTS = {"config": "sweep takes --base=NAME (and --config.x.y=value overrides), not --config."}
+VERB = Verb(
+    "sweep",
+    overrides="override a field of every row's config, e.g. --config.train.num_steps=500 (rows apply to --base).",
+    flag_hints={"config": "sweep takes --base=NAME (and --config.x.y=value overrides), not --config."})
 
 COMMAND = "transformer-jax"
 logger = logging.getLogger(__name__)

@@ -46,6 +46,7 @@ from transformer_jax.launch.flags import (
     check_eval_checkpoint,
     check_eval_splits,
 )
+from transformer_jax.launch.verbs import Verb
 from transformer_jax.run import branch, folder, provenance
 from transformer_jax.run.metrics import read_metrics
 from transformer_jax.train.preemption import Preempted
@@ -63,8 +64,10 @@ PREPARE_ONLY = flags.DEFINE_bool(
     "multi-host job (whose hosts then start at once). Prints the prepared files as JSON.")
 for _name in ("config", "workdir", "eval_checkpoint", "eval_splits", "json", *cluster.FLAG_NAMES):
     flags.declare_key_flag(_name)
-OVERRIDES = "override any field of the config, e.g. --config.train.num_steps=50000 (configs are locked: a typo fails)."
-FLAG_HINTS = {"checkpoint": "train scores its result with --eval_checkpoint=latest|STEP|avgN."}
+VERB = Verb(
+    "train",
+    overrides="override any field of the config, e.g. --config.train.num_steps=50000 (configs are locked: a typo fails).",
+    flag_hints={"checkpoint": "train scores its result with --eval_checkpoint=latest|STEP|avgN."})
 
 logger = logging.getLogger(__name__)
 

@@ -209,7 +209,8 @@ def test_a_failed_start_leaves_the_workdir_as_it_was_and_the_corrected_rerun_tra
 
 def test_every_command_imports_beside_the_others():
     """absl's flags are one namespace: two commands defining a flag of the same name (attention's --target sentence
-    and compile's --target slice did) fail at import; shared names are defined once (launch/flags.py, FLAG_HELP)."""
+    and compile's --target slice did) fail at import; shared names are defined once (launch/flags.py, a Verb's
+    flag_help)."""
     import subprocess
     import sys
 
@@ -218,3 +219,23 @@ def test_every_command_imports_beside_the_others():
     program = "import importlib\n" + "".join(f"importlib.import_module('transformer_jax.launch.{c}')\n" for c in COMMANDS)
     result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_every_command_declares_its_verb():
+    """launch/cli.py reads one typed ``VERB`` per command (launch/verbs.py) instead of optional module attributes
+    (POSITIONAL, OVERRIDES, FLAG_HINTS, FLAG_HELP) that a typo turned into a silent default."""
+    import importlib
+    import types
+
+    from transformer_jax.launch.verbs import Verb
+
+    for command in cli.COMMANDS:
+        module = importlib.import_module(f"transformer_jax.launch.{command}")
+        verb = cli.verb_of(module)
+        assert isinstance(verb, Verb) and verb.name == command
+        assert set(verb.flag_help) <= set(cli.command_flags(module)), command  # help for a flag it takes
+        assert not {"POSITIONAL", "OVERRIDES", "FLAG_HINTS", "FLAG_HELP"} & set(vars(module)), command
+    with pytest.raises(TypeError, match="declares no VERB"):
+        cli.verb_of(types.ModuleType("transformer_jax.launch.nothing"))
+    with pytest.raises(ValueError, match="positional"):
+        Verb("decode", positional="FILES")
