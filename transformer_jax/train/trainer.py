@@ -214,7 +214,7 @@ def _loop(p: _LoopParts, state: dict, step: int, stop_after: int | None) -> dict
     end = t.num_steps if stop_after is None else min(t.num_steps, step + stop_after)
     bar = ProgressBar(total=t.num_steps, initial=step, disable=not p.progress or jax.process_index() != 0,
                       desc="train", unit="step", dynamic_ncols=True)
-    throughput, pending, last, shapes_seen = Throughput(), [], {}, set()
+    throughput, pending, last, shapes_seen, postfix = Throughput(), [], {}, set(), {}
     start_time, preempted = time.monotonic(), False
     while step < end:
         local = next(p.batches)
@@ -256,8 +256,9 @@ def _loop(p: _LoopParts, state: dict, step: int, stop_after: int | None) -> dict
                         elapsed_s=time.monotonic() - start_time)
             if log_now:
                 p.writer.write(step, **last)
-                bar.set_postfix(loss=f"{last['train_loss']:.3f}", lr=f"{last['learning_rate']:.2e}",
-                                tok_s="–" if last["tokens_per_s"] is None else f"{last['tokens_per_s']:.0f}")
+                postfix.update(loss=f"{last['train_loss']:.3f}", lr=f"{last['learning_rate']:.2e}",
+                               tok_s="–" if last["tokens_per_s"] is None else f"{last['tokens_per_s']:.0f}")
+                bar.set_postfix(postfix)
         if eval_now:
             tic = time.monotonic()
             dev = evaluate_loss(p.setup, p.eval_step, state["params"], p.dev_batches)
@@ -265,7 +266,9 @@ def _loop(p: _LoopParts, state: dict, step: int, stop_after: int | None) -> dict
                 dev.update(p.eval_hook(p.setup, state["params"], step))
             p.writer.write(step, **dev)
             last.update(dev)
-            logger.info("step %d: %s", step, json.dumps(dev))
+            logger.info("%s", eval_line(step, dev))
+            postfix["dev_ppl"] = f"{dev['dev_ppl']:.2f}"  # shown until the next evaluation
+            bar.set_postfix(postfix)
             throughput.exclude(time.monotonic() - tic)  # evaluation time is not training throughput
         if save_now:
             p.checkpointer.save(step, state, p.batches.get_state())
@@ -279,6 +282,19 @@ def _loop(p: _LoopParts, state: dict, step: int, stop_after: int | None) -> dict
         raise Preempted(step)
     last["step"] = step
     return last
+
+
+# The evaluation's numbers as the log line names them (train/trainer.py's dev loss, evaluation.dev_bleu_hook's BLEU).
+EVAL_LINE = (("dev_ppl", "dev PPL", ".2f"), ("dev_loss", "loss", ".4f"), ("dev_bleu", "BLEU", ".2f"),
+             ("dev_tokenized_bleu", "tokenized BLEU", ".2f"), ("dev_chrf", "chrF", ".2f"),
+             ("dev_brevity_penalty", "BP", ".3f"))
+
+
+def eval_line(step: int, dev: dict) -> str:
+    """The log line of an evaluation for a person, e.g. ``step 500: dev PPL 5.82, loss 1.8912, BLEU 25.31``
+    (perplexity per word-piece, Table 3's "PPL (dev)"; metrics.jsonl keeps every number)."""
+    parts = [f"{name} {dev[key]:{spec}}" for key, name, spec in EVAL_LINE if dev.get(key) is not None]
+    return f"step {step}: " + ", ".join(parts)
 
 
 def _check_finite(pending: list) -> list[dict]:
