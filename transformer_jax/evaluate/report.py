@@ -6,6 +6,7 @@ Pure functions over run folders (``config.json``, ``metrics.jsonl``, ``eval_<spl
     rows = build_rows(runs, paper, notes)   # paper: {row: {"dev_ppl", "dev_bleu", "params_m"}} (e.g. Table 3)
     print(to_markdown(rows)); open("t.csv", "w").write(to_csv(rows)); plot(rows, "bleu.png")
     plot_curve(rows, "dev_ppl", "dev_ppl.png")  # one line per run against the training step (None: nobody logged it)
+    rows = merge_rows(rows, read_csv("old/table.csv"), paper)  # + an earlier table's rows whose run folders are gone
 
 A run made by a sweep carries its row's name in its config (``table3_row``, or ``sweep_row`` for the other
 experiments); ``notes`` says in words what each row changes (the "change" column). Columns that say nothing for
@@ -16,6 +17,10 @@ A run that is still training (its last logged step < num_steps) shows its latest
 is marked with "*". A run that reached num_steps is finished, scored or not (``train --eval_splits=`` scores no
 split, a recipe search scores dev only): its missing scores show "–". Dev BLEU is read from eval_dev.json (beam search over the whole dev
 split) when present, else from the latest ``dev_bleu`` logged during training.
+
+An earlier compare's ``table.csv`` reads back (``read_csv``) as rows with their values typed as ``build_rows`` made
+them, so a table can keep rows whose run folders and records are gone: they join the runs' rows in the paper's order
+(``merge_rows``: a row given twice is refused), draw no curves, and a footnote names them and their CSV.
 """
 
 import csv
@@ -148,10 +153,8 @@ def build_rows(runs: list[dict], paper: dict[str, dict] | None = None,
                notes: dict[str, str] | None = None) -> list[dict]:
     """One table row per run (raw values), in the paper's (else the notes') row order, other runs last."""
     paper, notes = paper or {}, notes or {}
-    order = {row: i for i, row in enumerate(paper or notes)}
-    ranked = sorted(enumerate(runs), key=lambda ir: (order.get(ir[1]["row"], len(order)), ir[0]))
     rows = []
-    for _, run in ranked:
+    for run in _in_row_order(runs, paper, notes):
         m, t = run["config"]["model"], run["config"]["train"]
         row_name = run["row"]
         theirs = paper.get(row_name, {}) if row_name else {}
@@ -175,6 +178,28 @@ def build_rows(runs: list[dict], paper: dict[str, dict] | None = None,
             "decoding": run.get("decoding"), "workdir": run["workdir"], "curves": run.get("curves", {}),
         })
     return rows
+
+
+def _in_row_order(items: list[dict], paper: dict | None, notes: dict | None) -> list[dict]:
+    """``items`` (runs or rows, each with a "row") in the paper's (else the notes') row order, the others last; the
+    given order within a row."""
+    order = {row: i for i, row in enumerate(paper or notes or {})}
+    return [item for _, item in sorted(enumerate(items), key=lambda ii: (order.get(ii[1]["row"], len(order)), ii[0]))]
+
+
+def merge_rows(rows: list[dict], earlier: list[dict], paper: dict[str, dict] | None = None,
+               notes: dict[str, str] | None = None) -> list[dict]:
+    """One table of ``rows`` (build_rows: the runs) and ``earlier`` (read_csv: rows of an earlier table whose run
+    records are gone), in the paper's (else the notes') row order. A run name given twice (the table's key: its
+    "run" column) is refused with a ValueError naming where each comes from."""
+    sources: dict[str, list[str]] = {}
+    for row in rows + earlier:
+        sources.setdefault(row["run"], []).append(row.get("earlier") or row.get("workdir") or "a run")
+    twice = {name: where for name, where in sources.items() if len(where) > 1}
+    if twice:
+        raise ValueError("; ".join(f"{name} is given twice ({' and '.join(where)})" for name, where in twice.items())
+                         + ": a row of an earlier table.csv must not also be a run folder or a row of another CSV")
+    return _in_row_order(rows + earlier, paper, notes)
 
 
 def _duration(seconds: float | None) -> str:
@@ -244,13 +269,23 @@ def to_markdown(rows: list[dict]) -> str:
     if any(row["in_progress"] for row in rows):
         notes.append("\\* still training (steps = reached/total): its numbers are the latest in metrics.jsonl, "
                      "no test BLEU until it finishes.")
+    tables = list(dict.fromkeys(row["earlier"] for row in rows if row.get("earlier")))
+    if tables:
+        notes.append("Read from an earlier compare's table.csv, their run records gone (no curves): " + "; ".join(
+            ", ".join(row["run"] for row in rows if row.get("earlier") == table) + f" ({table})" for table in tables)
+            + ".")
     return "\n".join(lines + notes) + "\n"
 
 
 CSV_FIELDS = ("run", "row", "in_progress", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls",
               "positional", "attention_window", "params_m", "paper_params_m", "step", "num_steps", "dev_ppl", "paper_dev_ppl",
               "dev_bleu", "dev_tokenized_bleu", "dev_bleu_source", "paper_dev_bleu", "test_bleu",
-              "test_tokenized_bleu", "wall_time_s", "signature", "checkpoint", "change", "workdir")
+              "test_tokenized_bleu", "wall_time_s", "signature", "checkpoint", "change", "workdir", "decoding")
+# read_csv: the CSV's columns that hold text (the others are numbers, in_progress a bool), and the names earlier
+# compares wrote for today's columns (before 2026-12-01 the row's name was "table3_row").
+CSV_TEXT = frozenset({"run", "row", "positional", "dev_bleu_source", "signature", "checkpoint", "change", "workdir",
+                      "decoding"})
+CSV_RENAMED = {"table3_row": "row"}
 
 
 def to_csv(rows: list[dict]) -> str:
@@ -261,6 +296,44 @@ def to_csv(rows: list[dict]) -> str:
     for row in rows:
         writer.writerow({k: "" if row.get(k) is None else row[k] for k in CSV_FIELDS})
     return out.getvalue()
+
+
+def _csv_value(field: str, text: str):
+    """One CSV cell as to_csv's row held it: "" is None, True/False a bool, a number an int or a float (an int
+    written as such stays one), text (and N as "3+4") a string."""
+    if text == "":
+        return None
+    if field in CSV_TEXT:
+        return text
+    if text in ("True", "False"):
+        return text == "True"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def read_csv(path: str) -> list[dict]:
+    """The rows of an earlier compare's ``table.csv`` (to_csv), typed back as build_rows made them, for a table that
+    keeps rows whose run records are gone. Each row carries ``earlier`` = ``path`` (to_markdown's footnote names
+    them) and no curves; a column an older compare did not write reads as a run without it shows (no window, no
+    note). Raises ValueError for a CSV that compare did not write."""
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        fields = [CSV_RENAMED.get(name, name) for name in reader.fieldnames or ()]
+        if not {"run", "row", "dev_bleu", "test_bleu"} <= set(fields):
+            raise ValueError(f"{path} is not a table.csv written by `transformer-jax compare` (its columns: "
+                             f"{', '.join(fields) or 'none'})")
+        rows = []
+        for line in reader:
+            row = dict.fromkeys(CSV_FIELDS)
+            row.update(in_progress=False, attention_window=0)
+            row.update({field: _csv_value(field, text or "") for field, text in zip(fields, line.values())})
+            row.update(curves={}, earlier=path)
+            rows.append(row)
+    return rows
 
 
 def _pyplot():
