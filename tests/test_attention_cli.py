@@ -16,10 +16,12 @@ from flax import nnx
 
 from cli_runs import run_all
 from tiny_setup import tiny_config
+from transformer_jax.data.sources import get_source
 from transformer_jax.data.tokenizer import EOS_ID
 from transformer_jax.decode.restore import restore_run
 from transformer_jax.decode.translate import Translator
 from transformer_jax.evaluate import attention_maps
+from transformer_jax.launch import attention as attention_cli
 from transformer_jax.train.trainer import train
 
 SENTENCE = "The man says that the woman has seen the small dog."
@@ -42,7 +44,14 @@ def run(workdir):
 
 
 @pytest.fixture(scope="module")
-def procs(workdir, tmp_path_factory) -> dict:
+def dev_index(run) -> int:
+    """The index (from 1) of the first dev sentence short enough for the tiny model's 64 positions."""
+    pairs = get_source(run.config.data).load("dev")
+    return next(i for i, (source, _) in enumerate(pairs, 1) if len(run.tokenizer.encode(source)) <= 40)
+
+
+@pytest.fixture(scope="module")
+def procs(workdir, dev_index, tmp_path_factory) -> dict:
     """Every command line of the module, started together: (CompletedProcess, its --out folder)."""
     tmp = tmp_path_factory.mktemp("attention")
 
@@ -58,6 +67,10 @@ def procs(workdir, tmp_path_factory) -> dict:
         "no_input": args("no_input", sentence=None),
         "empty": args("empty", sentence="  "),
         "no_out": ["attention", f"--workdir={workdir}", f"--input={SENTENCE}"],
+        "dev_index": args("dev_index", "--split=dev", f"--index={dev_index}", sentence=None),
+        "both": args("both", "--split=dev", "--index=2"),
+        "split_alone": args("split_alone", "--split=dev", sentence=None),
+        "index_range": args("index_range", "--split=dev", "--index=33", sentence=None),
     }
     return {name: (proc, str(tmp / name)) for name, proc in run_all(commands).items()}
 
@@ -138,6 +151,39 @@ def test_bad_flags_are_one_line_with_status_2(procs):
     assert "--out is required" in one_line_error(procs["no_out"][0])
     for name in ("bad_layers", "bad_head", "no_input", "empty"):
         assert not os.path.exists(procs[name][1])  # refused before anything was written
+
+
+def test_a_sentence_of_the_dev_split_is_drawn_by_its_index(procs, run, dev_index):
+    """--split=dev --index=N: the dev split's Nth sentence (from 1), read through the run's data source as
+    `evaluate` reads it (the synthetic corpus is in no file of the run folder), with its reference in attention.json."""
+    record, npz = written(procs, "dev_index")
+    source, reference = get_source(run.config.data).load("dev")[dev_index - 1]
+    assert (record["sentence"], record["reference"], record["split"], record["index"]) == (
+        source, reference, "dev", dev_index)
+    assert npz["source_ids"].tolist() == run.tokenizer.encode(source) and record["target_from"] == "beam"
+    assert f"Sentence {dev_index} of the dev split: {source}" in procs["dev_index"][0].stdout
+
+
+def test_the_sentence_is_given_once_and_its_index_in_range(procs):
+    assert "given twice" in one_line_error(procs["both"][0])
+    assert "--split and --index go together" in one_line_error(procs["split_alone"][0])
+    assert ("--index=33: out of range; the dev split has 32 sentences, valid: 1-32"
+            in one_line_error(procs["index_range"][0]))
+    for name in ("both", "split_alone", "index_range"):
+        assert not os.path.exists(procs[name][1])
+
+
+def test_a_sentence_of_a_text_split_is_its_files_line(tmp_path):
+    """The text source: sentence N is line N of config.data.dev_files."""
+    config = tiny_config()
+    (tmp_path / "dev.en").write_text("One.\nTwo dogs.\nThree.\n", encoding="utf-8")
+    (tmp_path / "dev.de").write_text("Eins.\nZwei Hunde.\nDrei.\n", encoding="utf-8")
+    config.data.source = "text"
+    config.data.dev_files = f"{tmp_path / 'dev.en'},{tmp_path / 'dev.de'}"
+    assert attention_cli.split_sentence(config, "dev", 2) == ("Two dogs.", "Zwei Hunde.")
+    with pytest.raises(SystemExit) as exit_:
+        attention_cli.split_sentence(config, "dev", 4)
+    assert exit_.value.code == 2
 
 
 def test_a_plot_scales_to_a_long_sentence(tmp_path):
