@@ -1,0 +1,217 @@
+"""The tree constraint (transformer_jax/parsing/constraint.py): every piece sequence it lets end is one tree over
+exactly the input's words, every gold linearisation passes it, and illegal steps are masked — with the parsing
+demo's kind of SentencePiece vocabulary and with a hand-made one whose symbols take one or several pieces."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from transformer_jax.data import synthetic
+from transformer_jax.data.tokenizer import EOS_ID, Tokenizer
+from transformer_jax.parsing.constraint import WORD_BOUNDARY, TreeConstraint, tree_symbols
+from transformer_jax.parsing.trees import delinearize, linearize
+
+
+class PieceList:
+    """A hand-made tokenizer: greedy longest match over a fixed piece list (ids 0-2 are pad, EOS, unk)."""
+
+    def __init__(self, pieces, boundary=WORD_BOUNDARY):
+        self.pieces, self.boundary = ["<pad>", "</s>", "<unk>", *pieces], boundary
+
+    @property
+    def vocab_size(self):
+        return len(self.pieces)
+
+    def id_to_piece(self, token_id):
+        return self.pieces[token_id]
+
+    def encode(self, text):
+        rest, ids = self.boundary + text.replace(" ", self.boundary), []
+        while rest:
+            match = max((p for p in self.pieces[3:] if rest.startswith(p)), key=len)
+            ids.append(self.pieces.index(match))
+            rest = rest[len(match):]
+        return ids + [EOS_ID]
+
+    def decode(self, ids):
+        ids = list(ids)
+        ids = ids[: ids.index(EOS_ID)] if EOS_ID in ids else ids
+        return "".join(self.pieces[i] for i in ids if i > 2).replace(WORD_BOUNDARY, " ").strip()
+
+
+# (NP is one piece, (S and (VP two, (SBAR three and an extension of (S; XX is two pieces; "(" and ")" without the
+# word boundary, "▁" alone and word pieces are never part of a tree.
+HAND = PieceList(["▁(", "▁)", "▁(NP", "▁)NP", "S", "BAR", "VP", "▁X", "X", "(", ")", "▁", "▁w", "ord", "NP"])
+HAND_LABELS = ["NP", "S", "SBAR", "VP"]
+
+
+@pytest.fixture(scope="module")
+def parse_data():
+    return synthetic.generate_parse_splits(seed=0, train_size=1500, dev_size=10, test_size=200)
+
+
+@pytest.fixture(scope="module")
+def small_vocab(parse_data):
+    """SentencePiece as the demo trains it, but small: (ADVP is ▁( AD VP, (WHADVP ▁( W H AD VP."""
+    sample = [text for sentence, tree in parse_data["train"] for text in (sentence, linearize(tree))]
+    return Tokenizer.train(sample, vocab_size=330, num_threads=1)
+
+
+def ids_of(tokenizer, text):
+    return np.asarray(tokenizer.encode(text), np.int32)
+
+
+@functools.cache
+def jitted(constraint):
+    return jax.jit(constraint.allowed), jax.jit(constraint.advance)
+
+
+def walk(constraint, state, budgets, choose, max_steps):
+    """Runs hypotheses through the automaton; ``choose(step, mask) -> tokens``; returns tokens [N, T]."""
+    allowed, advance = jitted(constraint)
+    done = np.zeros(state.node.shape[0], bool)
+    out = []
+    for t in range(max_steps):
+        mask = np.asarray(allowed(state, jnp.asarray(budgets - t - 1, jnp.int32)))
+        assert mask[~done].any(axis=1).all(), f"step {t}: a hypothesis has no way to go on"
+        tokens = np.where(done, 0, choose(t, mask))
+        assert mask[~done, tokens[~done]].all(), f"step {t}: a chosen piece is not allowed"
+        out.append(tokens)
+        state = advance(state, jnp.asarray(tokens, jnp.int32))
+        done |= tokens == EOS_ID
+        if done.all():
+            break
+    return np.stack(out, 1), done
+
+
+def random_walks(constraint, n_words, budgets, seed):
+    rng = np.random.default_rng(seed)
+
+    def choose(_, mask):  # uniform over the allowed pieces
+        return np.array([rng.choice(np.flatnonzero(row)) if row.any() else 0 for row in mask])
+
+    return walk(constraint, constraint.init(jnp.asarray(n_words)), np.asarray(budgets), choose, int(max(budgets)))
+
+
+def assert_trees(tokenizer, tokens, n_words, budgets):
+    for row, n, budget in zip(tokens, n_words, budgets):
+        assert EOS_ID in row.tolist()
+        assert row.tolist().index(EOS_ID) + 1 <= budget
+        words = [f"w{i}" for i in range(n)]
+        tree = delinearize(tokenizer.decode(row.tolist()), words)  # raises unless one tree over the words
+        assert tree.leaves() == words
+
+
+@pytest.mark.parametrize("max_depth", [3, 64])
+def test_random_walks_end_as_trees_over_the_words_hand_vocabulary(max_depth):
+    constraint = TreeConstraint(HAND, HAND_LABELS, eos_id=EOS_ID, max_depth=max_depth)
+    rng = np.random.default_rng(max_depth)
+    n_words = rng.integers(1, 9, 96)
+    budgets = np.asarray(constraint.min_length(n_words)) + rng.integers(0, 30, 96)
+    tokens, done = random_walks(constraint, n_words, budgets, seed=1)
+    assert done.all()
+    assert_trees(HAND, tokens, n_words, budgets)
+    texts = [HAND.decode(row.tolist()) for row in tokens]
+    assert any("(SBAR" in t for t in texts) and any("(S " in t for t in texts)  # the prefix labels both occur
+    if max_depth == 3:  # no deeper nesting than the stack
+        assert all(max(np.cumsum([(w[0] == "(") - (w[0] == ")") for w in t.split()])) <= 3 for t in texts)
+
+
+def test_random_walks_end_as_trees_over_the_words_sentencepiece(small_vocab, parse_data):
+    labels, leaves = tree_symbols(linearize(tree) for _, tree in parse_data["train"])
+    constraint = TreeConstraint(small_vocab, labels, leaves, eos_id=EOS_ID)
+    spelled = {label: [small_vocab.id_to_piece(i) for i in small_vocab.encode(f"({label}")[:-1]] for label in labels}
+    assert max(map(len, spelled.values())) > 2, spelled  # the small vocabulary splits some labels
+    rng = np.random.default_rng(0)
+    n_words = rng.integers(1, 15, 64)
+    budgets = np.asarray(constraint.min_length(n_words)) + rng.integers(0, 60, 64)
+    tokens, done = random_walks(constraint, n_words, budgets, seed=2)
+    assert done.all()
+    assert_trees(small_vocab, tokens, n_words, budgets)
+
+
+def test_the_shortest_budget_leaves_only_the_shortest_trees():
+    constraint = TreeConstraint(HAND, HAND_LABELS, eos_id=EOS_ID)
+    n_words = np.array([1, 2, 5])
+    budgets = np.asarray(constraint.min_length(n_words))
+    tokens, done = random_walks(constraint, n_words, budgets, seed=3)
+    assert done.all()
+    assert [HAND.decode(r.tolist()) for r in tokens] == [
+        f"(NP {' '.join(['XX'] * n)} )NP" for n in n_words]  # (NP and )NP are the one-piece brackets
+
+
+@pytest.mark.parametrize("vocabulary", ["hand", "sentencepiece"])
+def test_every_gold_linearisation_is_allowed_throughout(vocabulary, small_vocab, parse_data):
+    tokenizer = HAND if vocabulary == "hand" else small_vocab
+    trees = [tree for _, tree in parse_data["test"]]
+    if vocabulary == "hand":  # the hand vocabulary has four labels: rename the others
+        rename = {"NP": "NP", "S": "S", "SBAR": "SBAR"}
+        targets = [" ".join(t if t[0] not in "()" or t[1:] in rename else t[0] + "VP" for t in linearize(tree).split())
+                   for tree in trees]
+        labels = HAND_LABELS
+    else:
+        targets = [linearize(tree) for tree in trees]
+        labels, _ = tree_symbols(linearize(tree) for _, tree in parse_data["train"])
+    constraint = TreeConstraint(tokenizer, labels, eos_id=EOS_ID)
+    gold = [ids_of(tokenizer, target) for target in targets]
+    length = max(map(len, gold))
+    padded = np.stack([np.pad(g, (0, length - len(g))) for g in gold])
+    n_words = np.array([len(tree.leaves()) for tree in trees])
+    budgets = np.array([len(g) for g in gold])  # the tightest limit: the gold length itself
+    tokens, done = walk(constraint, constraint.init(jnp.asarray(n_words)), budgets, lambda t, _: padded[:, t], length)
+    assert done.all()
+    np.testing.assert_array_equal(tokens, padded[:, : tokens.shape[1]])
+
+
+def test_illegal_steps_are_masked():
+    constraint = TreeConstraint(HAND, HAND_LABELS, eos_id=EOS_ID)
+    allowed, advance = jitted(constraint)
+    piece = {p: i for i, p in enumerate(HAND.pieces)}
+
+    def options(prefix, n_words, budget=100):
+        """The pieces allowed after ``prefix`` (piece strings) for a sentence of ``n_words`` words."""
+        state = constraint.init(jnp.array([n_words]))
+        for p in prefix:
+            state = advance(state, jnp.array([piece[p]]))
+        mask = np.asarray(allowed(state, jnp.array([budget - len(prefix) - 1])))[0]
+        return {HAND.pieces[i] for i in np.flatnonzero(mask)}
+
+    assert options([], 2) == {"▁(", "▁(NP"}  # the root is a constituent: no leaf, closing or EOS first
+    assert options(["▁("], 2) == {"S", "VP"}  # a label from the list (SBAR goes through S)
+    assert options(["▁(", "S"], 2) == {"BAR", "▁(", "▁(NP", "▁X"}  # (SBAR, or (S then a child; not closed empty
+    assert options(["▁(", "S", "▁X"], 2) == {"X"}  # XX is two pieces: no other piece finishes it
+    assert options(["▁(", "S", "▁X", "X"], 1) == {"▁)"}  # every word placed: only the closing of (S
+    assert options(["▁(", "S", "▁X", "X"], 2) == {"▁(", "▁(NP", "▁X"}  # a word left: the root cannot close yet
+    assert options(["▁(", "S", "▁(NP", "▁X", "X"], 2) == {"▁(", "▁(NP", "▁X", "▁)NP"}  # inside (NP: only )NP
+    assert options(["▁(", "S", "▁(", "VP", "▁X", "X", "▁)"], 2) == {"VP"}  # ")" repeats the innermost label
+    assert options(["▁(", "S", "▁X", "X", "▁)", "S"], 1) == {"</s>"}  # one root, then the end
+    # The length limit: after "(S" for one word, "XX )S </s>" takes 5 pieces, "(NP XX )NP )S </s>" 7 and
+    # "BAR XX )SBAR </s>" 7; with fewer than 5 positions left nothing can end (every piece masked).
+    assert options(["▁(", "S"], 1, budget=2 + 5) == {"▁X"}
+    assert options(["▁(", "S"], 1, budget=2 + 7) == {"▁X", "▁(NP", "BAR"}
+    assert options(["▁(", "S"], 1, budget=2 + 4) == set()
+
+
+def test_a_piece_that_is_not_allowed_changes_nothing():
+    constraint = TreeConstraint(HAND, HAND_LABELS, eos_id=EOS_ID)
+    state = constraint.init(jnp.array([2]))
+    after = constraint.advance(state, jnp.array([HAND.pieces.index("▁w")]))
+    jax.tree.map(np.testing.assert_array_equal, after, state)
+
+
+def test_words_are_counted_like_str_split(small_vocab, parse_data):
+    constraint = TreeConstraint(small_vocab, ["S"], eos_id=EOS_ID)
+    sentences = [s for s, _ in parse_data["test"][:50]] + ["Zürich ☃ x", "a", "a  b", "☃☃ ☃", "z .x , y"]
+    ids = [small_vocab.encode(s) for s in sentences]
+    inputs = np.stack([np.pad(i, (0, max(map(len, ids)) - len(i))) for i in ids])
+    np.testing.assert_array_equal(constraint.count_words(jnp.asarray(inputs)), [len(s.split()) for s in sentences])
+
+
+def test_tree_symbols_and_bad_vocabularies():
+    assert tree_symbols(["(S (NP XX )NP XX )S", "(FRAG XX )FRAG"]) == (["FRAG", "NP", "S"], ["XX"])
+    assert tree_symbols(["(S (NP DT NN )NP . )S"], pos_tags=True) == (["NP", "S"], [".", "DT", "NN"])
+    with pytest.raises(ValueError, match="starts with"):  # symbols that do not start a word: no boundary
+        TreeConstraint(PieceList(["(", ")", "S", "XX"], boundary=""), ["S"], eos_id=EOS_ID)
