@@ -114,7 +114,7 @@ DEMO_ROWS = {
     "E": {"model.positional": "learned"},
     "big": {"model.d_model": 256, "model.d_ff": 1024, "model.num_heads": 8, "model.dropout_rate": 0.3,
             "train.num_steps": 3 * demo_table3.get_config().train.num_steps, "decode.average_last": 20,
-            "train.checkpoint_every_steps": 160},  # 400 × 0.4 s / 1.0 s: big's steps are 2.5× slower (§5.2)
+            "train.checkpoint_every_steps": 32},  # 80 × 0.4 s / 1.0 s: big's steps are 2.5× slower (§5.2)
 }
 
 
