@@ -1,8 +1,8 @@
 r"""The Multi30k recipe search as a sweep: the settings of configs/multi30k_search.py, each a row on multi30k.
 
-    transformer-jax sweep --experiment=multi30k_search --rows=tiny --workdir=runs/m30k_search \
+    transformer-jax sweep --experiment=multi30k_search --rows=tiny --workdir=runs/m30k_search --eval_splits=dev \
         --config.data.data_dir=../shared/data/multi30k
-    transformer-jax compare runs/m30k_search/* --experiment=multi30k_search --out=experiments/results/multi30k_search
+    transformer-jax compare runs/m30k_search/* --experiment=multi30k_search --out=experiments/results/multi30k/search
 """
 
 from transformer_jax.configs import multi30k_search
