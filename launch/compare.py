@@ -35,6 +35,7 @@ from absl import flags
 
 from transformer_jax.evaluate import report
 from transformer_jax.experiments import get_experiment
+from transformer_jax.launch import cli
 from transformer_jax.launch.flags import EXPERIMENT
 from transformer_jax.launch.verbs import Verb
 from transformer_jax.run import folder, provenance
@@ -56,7 +57,7 @@ def main(argv: list[str]) -> None:
     tables = [arg for arg in argv[1:] if arg.endswith(".csv")]
     workdirs = [arg for arg in argv[1:] if not arg.endswith(".csv")]
     if not workdirs and not tables:
-        sys.exit("transformer-jax compare: give run folders, e.g. `transformer-jax compare runs/table3/*`.")
+        cli._fail("compare", "give run folders, e.g. `transformer-jax compare runs/table3/*`.")
     earlier = read_tables(tables)
     runs = []
     for workdir in workdirs:

@@ -23,6 +23,7 @@ from absl import flags
 
 from transformer_jax import aot, fit
 from transformer_jax import target as targets
+from transformer_jax.launch import cli
 from transformer_jax.launch.flags import CONFIG, JSON, TARGET
 from transformer_jax.launch.verbs import Verb
 from transformer_jax.train.step import passes_per_row
@@ -50,7 +51,13 @@ VERB = Verb(
 
 
 def _fail(message: str) -> None:
+    """One line and exit status 1: the command line is right but the work cannot be done (a compiler missing)."""
     sys.exit(f"transformer-jax compile: {message}")
+
+
+def _usage(message: str) -> None:
+    """One line and exit status 2: the command line is wrong (a flag missing, a bad target, a bucket not planned)."""
+    cli._fail("compile", message)
 
 
 def _log(message: str) -> None:
@@ -160,22 +167,25 @@ def main(argv: list[str]) -> None:
             _fail(str(e))
         return
     if not TARGET.value:
-        _fail("--target is required, e.g. --target=v5e-256 or --target=h100x8 (--list_targets shows them).")
+        _usage("--target is required, e.g. --target=v5e-256 or --target=h100x8 (--list_targets shows them).")
     try:
         target = targets.parse(TARGET.value)
     except targets.TargetError as e:
-        _fail(str(e))
+        _usage(str(e))
+    try:
+        buckets = [int(b) for b in BUCKETS.value] if BUCKETS.value else None
+    except ValueError:
+        _usage(f"--buckets={','.join(BUCKETS.value)}: give row lengths, e.g. --buckets=64,256.")
     if not target.is_local:
         jax.config.update("jax_platforms", "cpu")  # XLA's TPU/GPU compilers run on the CPU host; no device needed
     config = CONFIG.value
     budget = int(HBM_GIB.value * targets.GIB) if HBM_GIB.value is not None else None
-    buckets = [int(b) for b in BUCKETS.value] if BUCKETS.value else None
     try:
         report, programs = compile_run(config, target, buckets, DECODE.value, DECODE_LENGTH.value, budget, MFU.value)
     except targets.TargetUnavailable as e:
         _fail(str(e))
     except ValueError as e:  # a mesh that does not divide the target's devices, an unknown bucket
-        _fail(str(e))
+        _usage(str(e))
     failing = [p for p in report["programs"] if not p["fits"]]
     suggestion = None
     if failing and SUGGEST.value and any(p["name"].startswith("train") for p in failing):

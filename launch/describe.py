@@ -154,7 +154,9 @@ def main(argv: list[str]) -> None:
         if target is not None and not target.is_local:
             jax.config.update("jax_platforms", "cpu")  # a TPU/GPU target is described (and compiled) on the CPU
         result = describe(config, SEQ_LEN.value, NUM_PROCESSES.value, DEVICES_PER_PROCESS.value, MEMORY.value, target)
-    except (ValueError, targets.TargetUnavailable) as e:
+    except ValueError as e:  # a bad --target, a layout that contradicts it or the config: the command line
+        _fail("describe", str(e))
+    except targets.TargetUnavailable as e:  # the compiler for --memory is not installed
         sys.exit(f"transformer-jax describe: {e}")
     if JSON.value:
         print(json.dumps(result))  # one document: scripts read stdout whole

@@ -25,7 +25,7 @@ from typing import Any
 from absl import flags
 
 from transformer_jax.experiments import Experiment, base_name, get_experiment, resolve
-from transformer_jax.launch import cluster, logs
+from transformer_jax.launch import cli, cluster, logs
 from transformer_jax.launch.flags import (
     EVAL_CHECKPOINT,
     EVAL_SPLITS,
@@ -211,7 +211,7 @@ def run_local(configs: dict, workdir: str, commands: dict[str, list[str]],
 def main(argv: list[str]) -> None:
     del argv  # launch/cli.py refuses arguments
     if not WORKDIR.value:
-        sys.exit("transformer-jax sweep: --workdir is required (each row runs in <workdir>/<row>).")
+        cli._fail("sweep", "--workdir is required (each row runs in <workdir>/<row>).")
     try:
         experiment = get_experiment(EXPERIMENT.value)
         base = base_name(experiment, BASE.value)
@@ -234,8 +234,8 @@ def main(argv: list[str]) -> None:
                 raise ValueError("--launcher=tpu needs --tpu_name and --tpu_zone.")
             lines = [tpu_command(argv_row, TPU_NAME.value, TPU_ZONE.value, TPU_REPO.value, ENV_SETUP.value)
                      for argv_row in commands.values()]
-    except (ValueError, TypeError) as e:
-        sys.exit(f"transformer-jax sweep: {e}")
+    except (ValueError, TypeError) as e:  # the command line: an unknown row or base, a flag the rows refuse
+        cli._fail("sweep", str(e))
     if launcher == "print":
         for argv_row in commands.values():
             print(shlex.join(argv_row))

@@ -35,7 +35,7 @@ from transformer_jax.data.sources import DataError, get_source
 from transformer_jax.data.tokenizer import VOCAB_FILENAME
 from transformer_jax.decode.restore import restore_run
 from transformer_jax.evaluate.evaluation import dev_bleu_hook, evaluate_split, score_line
-from transformer_jax.launch import cluster, logs
+from transformer_jax.launch import cli, cluster, logs
 from transformer_jax.launch.flags import (
     CONFIG,
     EVAL_CHECKPOINT,
@@ -236,25 +236,37 @@ def _print_eval(split: str, result: dict, checkpoint: str) -> None:
         print(f"  SRC {src}\n  OUT {hyp}\n  REF {ref}")
 
 
-def main(argv: list[str]) -> None:
-    del argv
-    logs.setup()
-    cluster.maybe_initialize()
-    config = CONFIG.value
-    workdir = WORKDIR.value or os.path.join("runs", config.name.replace("/", "_"))
+def check_command_line(config: ml_collections.ConfigDict) -> None:
+    """Exits with one line and status 2 when the flags contradict each other or the config (launch/cli.py's usage
+    errors), before anything is read or started; what the workdir, the data or a branched-from run hold is checked
+    by :func:`preflight` (status 1)."""
     try:
         if (BRANCH_FROM.value is None) != (BRANCH_STEP.value is None):
             raise ValueError("--branch_from and --branch_step go together: the run and the step of its checkpoint.")
+        if PREPARE_ONLY.value and BRANCH_FROM.value is not None:
+            raise ValueError("--prepare_only prepares a new run's data; a branch takes its run's (--branch_from).")
+        check_eval_splits(EVAL_SPLITS.value)
+        check_eval_checkpoint(EVAL_CHECKPOINT.value, config.train)
+    except ValueError as e:
+        cli._fail("train", " ".join(str(e).split()))
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    logs.setup()
+    config = CONFIG.value
+    check_command_line(config)
+    cluster.maybe_initialize()
+    workdir = WORKDIR.value or os.path.join("runs", config.name.replace("/", "_"))
+    try:
         branch_from = None if BRANCH_FROM.value is None else (BRANCH_FROM.value, BRANCH_STEP.value)
         if PREPARE_ONLY.value:
-            if branch_from is not None:
-                raise ValueError("--prepare_only prepares a new run's data; a branch takes its run's (--branch_from).")
             print(json.dumps(prepare_only(config, workdir)))
             return
         summary = run_training(config, workdir, EVAL_SPLITS.value, EVAL_CHECKPOINT.value,
                                on_eval=None if JSON.value else _print_eval, branch_from=branch_from)
     except Preempted as e:  # a SIGTERM (preemption, a Slurm time limit): the checkpoint is saved
         cluster.exit_preempted("train", e)
-    except (ValueError, OSError, NonFiniteLossError) as e:  # bad data (DataError), a vocabulary too large, ...
+    except (ValueError, OSError, NonFiniteLossError) as e:  # bad data (DataError), another run in the workdir, ...
         sys.exit(f"transformer-jax train: {' '.join(str(e).split())}")
     print(json.dumps(summary))
