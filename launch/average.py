@@ -27,7 +27,7 @@ for _name in ("workdir", "json", *cluster.FLAG_NAMES):
     flags.declare_key_flag(_name)
 VERB = Verb("average", overrides="override a field of the run's config.json (decode.* only): "
                                   "--config.decode.average_last=20 is --last=20.",
-            flag_hints=overrides.flag_hints("average"))
+            run_overrides=True, flag_hints=overrides.flag_hints("average"))
 
 
 def main(argv: list[str]) -> None:
@@ -40,7 +40,7 @@ def main(argv: list[str]) -> None:
     cluster.maybe_initialize()
     try:
         last = LAST.value or int(config.decode.average_last)
-        path, steps = write_average(workdir, last)
+        path, steps = write_average(workdir, last, config)
     except (ValueError, OSError) as e:  # no run, too few checkpoints, or a checkpoint that does not fit config.json
         sys.exit(f"transformer-jax average: {e}")
     if JSON.value:

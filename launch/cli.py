@@ -163,17 +163,28 @@ def run(argv: list[str] | None = None) -> None:
         host_memory.keep_freed_memory()  # before JAX starts XLA's threads
     except ValueError as e:
         _fail(command, str(e))
-    try:  # importing the command defines --config, whose default config parses the overrides in sys.argv
-        module = importlib.import_module(f"transformer_jax.launch.{command}")
-    except (AttributeError, KeyError) as e:
-        _fail(command, _unknown_field(e))
+    module = importlib.import_module(f"transformer_jax.launch.{command}")
+    verb = verb_of(module)
     args = argv[2:]
     if HELP & set(args[:args.index("--")] if "--" in args else args):
         print(help_text(command, module))
         return
-    check_arguments(command, module, args)
-    from transformer_jax.launch.flags import with_config_files  # (imported with the command's module anyway)
+    # (imported with the command's module anyway)
+    from transformer_jax.launch.flags import read_config_overrides, with_config_files
 
+    if verb.run_overrides:  # typed by the run's config.json when the command reads it (launch/overrides.py)
+        from transformer_jax.launch import overrides
+
+        try:
+            args = overrides.take_given(args)
+        except ValueError as e:
+            _fail(command, str(e))
+    elif verb.overrides:  # parsed by --config against its config (defines a flag for each, which absl then parses)
+        try:
+            read_config_overrides([f"transformer-jax {command}", *args])
+        except (AttributeError, KeyError) as e:
+            _fail(command, _unknown_field(e))
+    check_arguments(command, module, args)
     try:
         args = with_config_files(args)  # --config=base, table3:B1,base=multi30k: the package's configs/
     except ValueError as e:

@@ -36,7 +36,7 @@ OUTPUT = flags.DEFINE_string("output", "-", "Where translations go, one line per
 for _name in ("workdir", "checkpoint", *cluster.FLAG_NAMES):
     flags.declare_key_flag(_name)
 
-VERB = Verb("decode", positional="FILE", overrides=overrides.HELP,  # FILE: the input, instead of --input
+VERB = Verb("decode", positional="FILE", overrides=overrides.HELP, run_overrides=True,  # FILE: instead of --input
             flag_hints=overrides.flag_hints("decode"))
 CHUNK_BATCHES = 16  # translations are written every CHUNK_BATCHES × config.decode.batch_size input lines
 
@@ -88,14 +88,14 @@ def main(argv: list[str]) -> None:
               file=sys.stderr)
         sys.exit(2)
     source = argv[1] if argv[1:] else INPUT.value
-    overrides.run_config("decode")  # the run and the overrides, checked before the input is read
+    config = overrides.run_config("decode")  # the run and the overrides, checked before the input is read
     try:
         texts = list(read_lines(source))
         check_output(OUTPUT.value)
     except (ValueError, OSError) as e:
         sys.exit(f"transformer-jax decode: {e}")
     cluster.maybe_initialize()
-    run = overrides.restore("decode")
+    run = overrides.restore("decode", config)
     logger.info("Decoding %d lines with %s of %s (%s)", len(texts), run.checkpoint, WORKDIR.value,
                 describe_decoding(run.config))
     tic = time.monotonic()

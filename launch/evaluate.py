@@ -34,7 +34,7 @@ SPLIT = flags.DEFINE_enum("split", None, ["dev", "test"],
 GRID = flags.DEFINE_multi_string("grid", [], grid.HELP)
 for _name in ("workdir", "checkpoint", "json", *cluster.FLAG_NAMES):
     flags.declare_key_flag(_name)
-VERB = Verb("evaluate", overrides=overrides.HELP, flag_hints=overrides.flag_hints("evaluate"))
+VERB = Verb("evaluate", overrides=overrides.HELP, run_overrides=True, flag_hints=overrides.flag_hints("evaluate"))
 
 NUM_SAMPLES = 3  # sample translations in the human summary
 
@@ -73,7 +73,7 @@ def main(argv: list[str]) -> None:
     if GRID.value:
         return _grid(config)
     cluster.maybe_initialize()
-    run = overrides.restore("evaluate")
+    run = overrides.restore("evaluate", config)
     lead = jax.process_index() == 0  # every host decodes its share of each batch; the first one writes
     logger.info("Evaluating %s of %s on %s (%s)", run.checkpoint, workdir, SPLIT.value, describe_decoding(run.config))
     try:

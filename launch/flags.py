@@ -16,10 +16,16 @@ from transformer_jax.run import checkpoint_spec
 CONFIGS_DIR = os.path.dirname(os.path.abspath(configs.__file__))
 DEMO_CONFIG = os.path.join(CONFIGS_DIR, "demo.py")
 
+# The command line the --config flag reads its --config.SECTION.FIELD=VALUE overrides from (ml_collections defines a
+# flag for each when it loads a config): launch/cli.py fills it (read_config_overrides) for the commands that build
+# their config from --config. It stays empty for the commands that apply their overrides to a trained run's
+# config.json (launch/overrides.py), so the default config, which is not the run's, never parses them.
+CONFIG_ARGV: list[str] = []
 CONFIG = config_flags.DEFINE_config_file(
     "config", DEMO_CONFIG,
     "Experiment config, by name from any folder (base, big, demo, multi30k, table3:B1, table3:C4,base=multi30k) "
-    "or as a file (configs/base.py, my_config.py:ARG); override any field with --config.section.field=value.")
+    "or as a file (configs/base.py, my_config.py:ARG); override any field with --config.section.field=value.",
+    sys_argv=CONFIG_ARGV)
 WORKDIR = flags.DEFINE_string("workdir", None, "Run folder: config.json, vocab.model, checkpoints, metrics.jsonl.")
 JSON = flags.DEFINE_bool("json", False, "Print the result as one JSON object (the last line printed).")
 CHECKPOINT = flags.DEFINE_string(
@@ -36,6 +42,17 @@ EVAL_SPLITS = flags.DEFINE_list("eval_splits", list(SCORED_SPLITS), "train/sweep
 EVAL_CHECKPOINT = flags.DEFINE_string(
     "eval_checkpoint", "latest", "train/sweep: checkpoint scored after training: latest, a step, or avgN (§6.1: "
     "avg5 for base, avg20 for big).")
+
+
+def read_config_overrides(argv: list[str]) -> None:
+    """Gives the --config flag the command line ``argv``, whose overrides it then parses against the config given
+    with --config, or, when there is none, against the default config, loaded again here with them.
+
+    Raises:
+        KeyError, AttributeError: an override names a field the default config lacks (configs are locked).
+    """
+    CONFIG_ARGV[:] = argv
+    flags.FLAGS.set_default("config", DEMO_CONFIG)
 
 
 def check_eval_splits(splits) -> None:

@@ -25,7 +25,7 @@ import ml_collections
 
 from transformer_jax.decode.restore import named_steps, restore_run
 from transformer_jax.evaluate.evaluation import evaluate_split, score_line
-from transformer_jax.launch.overrides import apply_to_run
+from transformer_jax.launch.overrides import apply_to_run, typed
 from transformer_jax.run import checkpoint_spec, folder
 
 CHECKPOINT_AXIS = "checkpoint"
@@ -42,20 +42,11 @@ def grid_path(workdir: str, split: str = SPLIT) -> str:
 
 
 def _typed(name: str, text: str, current: Any) -> Any:
-    """``text`` as the type of the run's ``current`` value of config field ``name``."""
+    """``text`` as the type of the run's ``current`` value of config field ``name`` (as an override's)."""
     try:
-        if isinstance(current, bool):
-            if text.lower() not in ("true", "false"):
-                raise ValueError
-            return text.lower() == "true"
-        if isinstance(current, int):
-            return int(text)
-        if isinstance(current, float):
-            return float(text)
-        return text
-    except ValueError:
-        raise ValueError(f"--grid={name}=...: {text!r} is not a {type(current).__name__} (the type of config.{name} "
-                         "in the run's config.json).") from None
+        return typed(name, text, current)
+    except ValueError as e:
+        raise ValueError(f"--grid={name}=...: {e}") from None
 
 
 def parse_axes(specs: list[str], config: ml_collections.ConfigDict, overridden: dict[str, Any],
@@ -119,13 +110,13 @@ def run_grid(workdir: str, config: ml_collections.ConfigDict, axes: list[tuple[s
     points = combinations(axes)
     specs = list(dict.fromkeys(p.get(CHECKPOINT_AXIS, checkpoint) for p in points))
     for spec in specs:
-        named_steps(workdir, spec)
+        named_steps(workdir, spec, config)
     # A combination the config refuses (e.g. an unknown method) fails here, not mid-grid.
     configs = [apply_to_run(config, _decode_fields(point), command) for point in points]
     lead = jax.process_index() == 0
     records = []
     for spec in specs:
-        run = restore_run(workdir, spec)
+        run = restore_run(workdir, spec, config=config)
         for point, point_config in zip(points, configs, strict=True):
             if point.get(CHECKPOINT_AXIS, checkpoint) != spec:
                 continue

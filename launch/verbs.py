@@ -21,6 +21,8 @@ class Verb:
         name: the command as typed, which is also its module's name (launch/<name>.py).
         positional: None (flags only), "FILE" (at most one argument) or "RUN_FOLDER..." (any number).
         overrides: what ``--config.SECTION.FIELD=VALUE`` changes, a sentence for --help; None: overrides are refused.
+        run_overrides: the overrides change a trained run's config.json (typed by it; launch/overrides.py), not the
+            config built from --config.
         flag_hints: {flag name: what to use instead}, for the error about a flag the command does not take.
         flag_help: {flag name: help}, for a flag shared with another command that means something else here (its
             --help shows this text, without the other command's default).
@@ -29,6 +31,7 @@ class Verb:
     name: str
     positional: str | None = None
     overrides: str | None = None
+    run_overrides: bool = False
     flag_hints: Mapping[str, str] = dataclasses.field(default_factory=dict)
     flag_help: Mapping[str, str] = dataclasses.field(default_factory=dict)
 

@@ -200,6 +200,12 @@ def decoded(workdir, sources, tmp_path_factory) -> dict:
     kept = tmp / "kept.txt"
     kept.write_text("an earlier result\n", encoding="utf-8")
     with_other_d_ff(workdir, tmp / "other")
+    parsing_run = tmp / "parsing_run"  # only a config.json with data.pos_tags, a field of parsing runs (§6.3) that
+    parsing_run.mkdir()                # configs/demo.py, the default of --config, lacks: refused before any reading
+    with open(os.path.join(workdir, "config.json")) as f:
+        config = json.load(f)
+    config["data"]["pos_tags"] = False
+    (parsing_run / "config.json").write_text(json.dumps(config))
     commands = {
         "positional": (["decode", f"--workdir={workdir}", str(src), f"--output={tmp / 'out.txt'}"], tmp / "out.txt"),
         "beam1": (["decode", f"--workdir={workdir}", f"--input={src}", "--config.decode.beam_size=1",
@@ -211,6 +217,10 @@ def decoded(workdir, sources, tmp_path_factory) -> dict:
                            kept),
         "model": (["evaluate", f"--workdir={workdir}", "--split=test", "--config.model.d_model=64"], None),
         "other_shapes": (["decode", f"--workdir={tmp / 'other'}", "--input=/dev/null"], None),
+        "run_only_field": (["evaluate", f"--workdir={parsing_run}", "--split=test", "--config.data.pos_tags=true"],
+                           None),
+        "unknown_field": (["decode", f"--workdir={workdir}", "--input=/dev/null", "--config.decode.beam_sise=2"], None),
+        "bad_type": (["evaluate", f"--workdir={workdir}", "--split=test", "--config.decode.beam_size=four"], None),
     }
     results = clis(*(args for args, _ in commands.values()))
     return {name: (proc, out) for (name, (_, out)), proc in zip(commands.items(), results)}
@@ -264,6 +274,21 @@ def test_checkpoint_of_other_shapes_is_one_clear_error(decoded):
 def test_a_model_override_on_a_trained_run_is_refused(decoded):
     message = one_line_error(decoded["model"][0])
     assert message.startswith("transformer-jax evaluate: --config.model.d_model cannot change on a trained run")
+
+
+@pytest.mark.parametrize("name,message", [
+    ("run_only_field", "--config.data.pos_tags cannot change on a trained run"),
+    ("unknown_field", "--config.decode.beam_sise: the run's config.json has no field decode.beam_sise"),
+    ("bad_type", ("--config.decode.beam_size=four: 'four' is not a int (the type of config.decode.beam_size in the "
+                  "run's config.json)")),
+])
+def test_an_override_is_checked_against_the_run_s_config(decoded, name, message):
+    """The overrides are parsed against the run's config.json, not against configs/demo.py (the default of the
+    shared --config flag): a field of the run that demo.py lacks was refused as unknown instead of as fixed by
+    training. A mistake is one line with status 2, as any other wrong flag."""
+    proc = decoded[name][0]
+    assert message in one_line_error(proc)
+    assert proc.returncode == 2
 
 
 def test_run_overrides_change_decode_fields_only(run):

@@ -5,13 +5,15 @@ offset, and the sampling temperature / top-k / top-p) must go from the run's con
 ``--config.decode.FIELD=VALUE`` override on `decode` and `evaluate`, into the search function that decodes. The
 commands run as the console script does, in subprocesses (overrides are flags defined from the command line when
 the CLI is imported), under tests/scripts/record_search.py, which records the keyword arguments the search is
-called with and, for every batch, each sentence's source and output token counts. The tiny model is trained for
-20 steps only: it never emits EOS, so every output runs to its length limit and the offset is visible in the
+called with and, for every batch, each sentence's source and output token counts, and how many times config.json
+was read (once: the overrides are applied to it once, and that config is passed down). The tiny model is trained
+for 20 steps only: it never emits EOS, so every output runs to its length limit and the offset is visible in the
 output lengths, not just in the arguments.
 """
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -51,7 +53,13 @@ COMMANDS = {
     "evaluate_sample": (["evaluate", "--split=test", "--config.decode.method=sample", "--config.decode.temperature=0.7",
                          "--config.decode.top_k=1", "--config.decode.top_p=0.5", "--config.decode.max_length_offset=6"],
                         "sample", {"temperature": 0.7, "top_k": 1, "top_p": 0.5}, 6),  # top-k 1: sentences run on
+    # On a copy of the run whose config.json has a decoding field that configs/demo.py (the default of the shared
+    # --config flag) lacks: the overrides are typed by the run's own config, so its field is accepted (it was
+    # refused as an unknown field while the overrides were parsed against the demo config).
+    "decode_run_field": (["decode", "--config.decode.extra_field=3", "--config.decode.beam_size=2"], "beam_search",
+                         {"beam_size": 2, "alpha": 1.3}, 2),
 }
+RUN_FIELD_COMMANDS = ("decode_run_field",)  # the commands that run on that copy
 
 
 @pytest.fixture(scope="module")
@@ -70,12 +78,18 @@ def recorded(workdir, tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("records")
     source = tmp / "in.txt"
     source.write_text("".join(s + "\n" for s in SENTENCES), encoding="utf-8")
+    with_field = tmp / "run_with_field"
+    shutil.copytree(workdir, with_field)
+    config = json.loads((with_field / "config.json").read_text())
+    config["decode"]["extra_field"] = 1
+    (with_field / "config.json").write_text(json.dumps(config))
     procs = {}
     for name, (args, *_) in COMMANDS.items():
         command, *rest = args
         io = [f"--input={source}", f"--output={tmp / (name + '.txt')}"] if command == "decode" else []
+        run = with_field if name in RUN_FIELD_COMMANDS else workdir
         procs[name] = subprocess.Popen(
-            [sys.executable, str(RECORDER), str(tmp / f"{name}.json"), command, f"--workdir={workdir}", *io, *rest],
+            [sys.executable, str(RECORDER), str(tmp / f"{name}.json"), command, f"--workdir={run}", *io, *rest],
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     results = {}
     for name, proc in procs.items():
@@ -116,6 +130,15 @@ def test_outputs_stop_at_source_length_plus_offset(recorded, name):
         assert batch["source_length"] + offset >= max(batch["output"]), batch
     lengths = {min(b["source_length"] + offset, MAX_LEN) for b in record["batches"]}
     assert lengths == {c["max_decode_len"] for c in record["searches"]}, (lengths, record["searches"])
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_config_json_is_read_once(recorded, name):
+    """decode and evaluate read config.json once, apply the overrides to it once and pass that config down (they
+    read it, and applied the overrides, a second time when restoring the checkpoint)."""
+    proc, record = recorded[name]
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert record["config_reads"] == 1, record["config_reads"]
 
 
 def test_run_config_json_holds_the_settings_the_search_got(workdir):

@@ -5,12 +5,16 @@
 Used by tests/test_decode_wiring.py. It wraps ``beam_search`` / ``greedy_search`` / ``sample`` where
 decode/translate.py calls them (recording their keyword arguments when the decoder is traced) and the jitted decode
 function that Translator builds (recording, for every batch, each row's number of source tokens and of output
-tokens, EOS included); then it runs the CLI exactly as the console script does. RECORD.json gets
-``{"searches": [{"search": name, **kwargs, "num_best_returned": n}], "batches": [{"source": [...], "output": [...],
-"source_length": S}]}``, written even when the command exits with an error.
+tokens, EOS included), and counts how many times the run's config.json is opened; then it runs the CLI exactly as
+the console script does. RECORD.json gets ``{"searches": [{"search": name, **kwargs, "num_best_returned": n}],
+"batches": [{"source": [...], "output": [...], "source_length": S}], "config_reads": n}``, written even when the
+command exits with an error.
 """
 
+import builtins
+import io
 import json
+import os
 import sys
 
 
@@ -19,6 +23,18 @@ def _plain(value):
     if isinstance(value, (bool, int, float, str)) or value is None:
         return value
     return None
+
+
+def count_config_reads(record: dict) -> None:
+    """Counts every opening of a file named config.json (the run folder's resolved config) in ``record``."""
+    plain_open = builtins.open
+
+    def counting_open(file, *args, **kwargs):
+        if isinstance(file, (str, os.PathLike)) and os.path.basename(os.fspath(file)) == "config.json":
+            record["config_reads"] += 1
+        return plain_open(file, *args, **kwargs)
+
+    builtins.open = io.open = counting_open
 
 
 def install(record: dict) -> None:
@@ -57,9 +73,10 @@ def install(record: dict) -> None:
 
 def main() -> None:
     path, args = sys.argv[1], sys.argv[2:]
-    sys.argv = ["transformer-jax", *args]  # --config.* override flags are defined from sys.argv when imported
-    record: dict = {"searches": [], "batches": []}
+    sys.argv = ["transformer-jax", *args]
+    record: dict = {"searches": [], "batches": [], "config_reads": 0}
     install(record)
+    count_config_reads(record)
     from transformer_jax.launch.cli import run
 
     try:

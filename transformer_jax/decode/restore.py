@@ -65,10 +65,12 @@ def _steps_for(spec: str, checkpointer: Checkpointer) -> list[int]:
     return scheduled[-name.n:]
 
 
-def named_steps(workdir: str, spec: str) -> list[int]:
+def named_steps(workdir: str, spec: str, config: ml_collections.ConfigDict | None = None) -> list[int]:
     """The checkpoint steps ``spec`` (latest, a step, avgN) names in ``workdir``, found without restoring any;
-    raises as :func:`restore_run` would (FileNotFoundError, ValueError)."""
-    return _steps_for(spec, Checkpointer.for_run(workdir, load_config(workdir).train))
+    raises as :func:`restore_run` would (FileNotFoundError, ValueError). ``config``: the run's (None: read from its
+    config.json)."""
+    config = load_config(workdir) if config is None else config
+    return _steps_for(spec, Checkpointer.for_run(workdir, config.train))
 
 
 def _leaf_shapes(tree) -> dict[str, tuple]:
@@ -99,9 +101,14 @@ def _restore_params(checkpointer: Checkpointer, step: int, setup, workdir: str) 
     return jax.device_put(params, setup.param_shardings)
 
 
-def restore_run(workdir: str, checkpoint: str = "latest", mesh_config=None) -> RestoredRun:
-    """Restores config, tokenizer and parameters of ``workdir`` onto a mesh (default: the run's mesh config)."""
-    config = load_config(workdir)
+def restore_run(workdir: str, checkpoint: str = "latest", mesh_config=None,
+                config: ml_collections.ConfigDict | None = None) -> RestoredRun:
+    """Restores config, tokenizer and parameters of ``workdir`` onto a mesh (default: the run's mesh config).
+
+    ``config`` is the run's config as the caller already holds it (its config.json with the command line's
+    ``config.decode`` overrides: launch/overrides.py), returned in the RestoredRun; None reads config.json.
+    """
+    config = load_config(workdir) if config is None else config
     vocab = os.path.join(workdir, VOCAB_FILENAME)
     if not os.path.exists(vocab):
         raise FileNotFoundError(f"No {VOCAB_FILENAME} in {workdir}: the run's vocabulary is needed to decode.")
@@ -140,18 +147,19 @@ def _saved_average_steps(path: str) -> list[int] | None:
         return None
 
 
-def write_average(workdir: str, last: int) -> tuple[str, list[int]]:
+def write_average(workdir: str, last: int, config: ml_collections.ConfigDict | None = None) -> tuple[str, list[int]]:
     """Averages the last ``last`` checkpoints into ``<workdir>/averaged/avg<last>``; returns (path, steps).
 
     The average is recomputed from the step checkpoints every time (a stale one is replaced) and records its steps,
-    so ``--checkpoint=avgN`` reuses it only while the last N steps are still the same.
+    so ``--checkpoint=avgN`` reuses it only while the last N steps are still the same. ``config``: the run's (None:
+    read from its config.json).
     """
     path = folder.averaged_path(workdir, f"avg{last}")
-    config = load_config(workdir)
+    config = load_config(workdir) if config is None else config
     _steps_for(f"avg{last}", Checkpointer.for_run(workdir, config.train))  # too few: one line, before invalidating
     if os.path.exists(os.path.join(path, "steps.json")) and jax.process_index() == 0:
         os.remove(os.path.join(path, "steps.json"))  # invalidate before computing, so it is never reused
-    run = restore_run(workdir, f"avg{last}")
+    run = restore_run(workdir, f"avg{last}", config=config)
     steps = list(run.steps)  # the last N that could be read (an unreadable one is replaced by an older one)
     checkpointer = ocp.StandardCheckpointer()
     try:
