@@ -62,6 +62,7 @@ for _name in ("workdir", "checkpoint", "input", "out", "target"):
 VERB = Verb(
     "attention",
     overrides=overrides.HELP,
+    run_overrides=True,
     flag_hints={**overrides.flag_hints("attention"), "output": "use --out=DIR (a folder).",
                 "sentence": "use --input=\"...\"."},
     flag_help={"input": "The source sentence (required), e.g. --input=\"The man has seen the dog.\".",
