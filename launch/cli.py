@@ -6,6 +6,7 @@
     transformer-jax decode    --workdir=runs/B1 [--checkpoint=latest|STEP|avg5] [FILE | --input=FILE] [--output=-]
     transformer-jax evaluate  --workdir=runs/B1 --split=dev|test
     transformer-jax average   --workdir=runs/B1 --last=5
+    transformer-jax export    --workdir=runs/B1 --checkpoint=avg5 --format=ctranslate2 [--quantization=int8]
     transformer-jax attention --workdir=runs/B1 --input="The man ..." [--target="..."] --out=DIR   # Figures 3-5
     transformer-jax sweep     --experiment=table3 [--rows=A,B1] [--base=demo_table3] --workdir=runs/table3
     transformer-jax compare   runs/table3/*
@@ -32,6 +33,7 @@ COMMANDS = {
     "decode": "Translate text with a trained (or averaged) checkpoint.",
     "evaluate": "Translate a dev/test split and score it (sacreBLEU, tokenized BLEU, chrF).",
     "average": "Average the last N checkpoints of a run (§6.1).",
+    "export": "Write a checkpoint (or an average) as a CTranslate2 model, optionally int8, that loads as it is.",
     "attention": "Draw a run's attention weights for one sentence (heat maps, Figure 3 lines, .npz; §3.2).",
     "sweep": "Run, or write launch files for, a named experiment (e.g. Table 3).",
     "compare": "Tabulate runs side by side with the paper's Table 3.",

@@ -8,6 +8,8 @@
     <workdir>/metrics.jsonl        one record per log/eval step (run/metrics.py); tensorboard/ beside it
     <workdir>/provenance.jsonl     commit, machine and command of every start
     <workdir>/translations_SPLIT.txt, eval_SPLIT.json   what `evaluate` (and train's final scoring) wrote
+    <workdir>/export/FORMAT-CHECKPOINT-QUANTIZATION   a checkpoint exported for another engine (`export`,
+                                   `decode --engine=ctranslate2`), with the steps it came from
 
 The model section of config.json defines what the checkpoints mean: a run resumes only with the same model
 (fields that only choose how it is computed — the dtype, the attention implementation — may change).
@@ -24,6 +26,7 @@ CONFIG_FILE = "config.json"
 CHECKPOINT_DIR = "checkpoints"
 SCHEDULE_FILE = "checkpoint_schedule.json"  # the steps saved on the step schedule (run/checkpoints.py)
 AVERAGED_DIR = "averaged"
+EXPORT_DIR = "export"
 METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
 PROVENANCE_FILE = "provenance.jsonl"
@@ -53,6 +56,11 @@ def path(workdir: str, name: str) -> str:
 def averaged_path(workdir: str, spec: str) -> str:
     """Where ``transformer-jax average`` keeps ``spec`` (e.g. "avg5")."""
     return os.path.join(os.path.abspath(workdir), AVERAGED_DIR, spec)
+
+
+def export_path(workdir: str, engine: str, checkpoint: str, quantization: str) -> str:
+    """Where a run keeps ``checkpoint`` (latest, a step, avgN) exported for ``engine`` with ``quantization``."""
+    return os.path.join(os.path.abspath(workdir), EXPORT_DIR, f"{engine}-{checkpoint}-{quantization}")
 
 
 def translations_path(workdir: str, split: str) -> str:

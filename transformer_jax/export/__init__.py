@@ -1,0 +1,1 @@
+"""Exporting a trained model to other inference engines (CTranslate2)."""
