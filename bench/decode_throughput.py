@@ -70,7 +70,7 @@ def profile_parts(config, graphdef, params, inputs, gen_len: int, beam_size: int
             return logits + tokens[:, None].astype(logits.dtype) * 0, cache
 
         return beam_search(step_fn, cache, batch_size=batch, beam_size=beam_size, max_decode_len=cache_len,
-                           max_lengths=jnp.full((batch,), gen_len, jnp.int32), alpha=config.decode.length_penalty,
+                           max_lengths=jnp.full((batch,), gen_len, jnp.int32), length_penalty=config.decode.length_penalty,
                            eos_id=EOS_ID, start_id=START_ID, num_best=1, reorder_fn=model.reorder_cache).sequences
 
     logits = jax.random.normal(jax.random.PRNGKey(1), (rows, vocab)).at[:, EOS_ID].set(-jnp.inf)

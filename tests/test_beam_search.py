@@ -17,7 +17,7 @@ from transformer_jax.decode.beam_search import (
     beam_search,
     filter_logits,
     greedy_search,
-    length_penalty,
+    length_normalizer,
     sample,
 )
 from transformer_jax.model.transformer import START_ID, Transformer
@@ -63,7 +63,7 @@ def never_eos_step(tokens, cache):
     return jnp.broadcast_to(logits, (cache["sentence"].shape[0], VOCAB)), cache
 
 
-def exhaustive(sentence, max_len, alpha):
+def exhaustive(sentence, max_len, length_penalty):
     """All (sequence, score) with EOS termination or max length, scored in float64, best first."""
     out = []
 
@@ -77,7 +77,7 @@ def exhaustive(sentence, max_len, alpha):
         for tok in range(1, VOCAB):
             seq, total = [*prefix, tok], logp + lp[tok]
             if tok == EOS or len(seq) == max_len:
-                out.append((tuple(seq), total / ((5.0 + len(seq)) / 6.0) ** alpha))
+                out.append((tuple(seq), total / ((5.0 + len(seq)) / 6.0) ** length_penalty))
             else:
                 visit(seq, _prefix_hash(h, tok), total)
 
@@ -91,8 +91,8 @@ def _unpad(seq, length):
     return tuple(seq[:length])
 
 
-@pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
-def test_beam_matches_exhaustive_search_and_n_best(alpha):
+@pytest.mark.parametrize("length_penalty", [0.0, 0.6, 2.0])
+def test_beam_matches_exhaustive_search_and_n_best(length_penalty):
     sentences, max_lengths, beam, n_best = [0, 1, 2], [4, 3, 4], 64, 6
     out = beam_search(
         hash_step,
@@ -101,13 +101,13 @@ def test_beam_matches_exhaustive_search_and_n_best(alpha):
         beam_size=beam,
         max_decode_len=5,
         max_lengths=jnp.array(max_lengths),
-        alpha=alpha,
+        length_penalty=length_penalty,
         eos_id=EOS,
         num_best=n_best,
     )
     assert out.sequences.shape == (3, n_best, 5) and out.scores.shape == (3, n_best)
     for b, (sentence, max_len) in enumerate(zip(sentences, max_lengths, strict=True)):
-        expected = exhaustive(sentence, max_len, alpha)[:n_best]
+        expected = exhaustive(sentence, max_len, length_penalty)[:n_best]
         got = [_unpad(out.sequences[b, i], int(out.lengths[b, i])) for i in range(n_best)]
         assert got == [seq for seq, _ in expected]
         np.testing.assert_allclose(out.scores[b], [score for _, score in expected], rtol=1e-5)
@@ -121,8 +121,8 @@ def peaked_step(tokens, cache):
     return jnp.where(jnp.isfinite(logits), peaked, -jnp.inf), cache
 
 
-@pytest.mark.parametrize("alpha", [0.0, 0.6])
-def test_beam_size_one_equals_greedy(alpha):
+@pytest.mark.parametrize("length_penalty", [0.0, 0.6])
+def test_beam_size_one_equals_greedy(length_penalty):
     """Beam size 1 keeps the best EOS side exit of every step too; on a confident model that is greedy."""
     sentences = list(range(6))
     out = beam_search(
@@ -131,7 +131,7 @@ def test_beam_size_one_equals_greedy(alpha):
         batch_size=6,
         beam_size=1,
         max_decode_len=7,
-        alpha=alpha,
+        length_penalty=length_penalty,
         eos_id=EOS,
     )
     seqs, lengths = greedy_search(peaked_step, make_cache(sentences, 1), batch_size=6, max_decode_len=7, eos_id=EOS)
@@ -149,7 +149,7 @@ def test_never_eos_returns_whole_hypothesis_at_per_sentence_max_length():
         beam_size=4,
         max_decode_len=6,
         max_lengths=max_lengths,
-        alpha=0.6,
+        length_penalty=0.6,
         eos_id=EOS,
         num_best=1,
     )
@@ -165,7 +165,7 @@ def test_never_eos_returns_whole_hypothesis_at_per_sentence_max_length():
 
 def test_batch_order_preserved():
     beam, sentences = 3, [5, 2, 7]
-    kwargs = {"beam_size": beam, "max_decode_len": 6, "alpha": 0.6, "eos_id": EOS}
+    kwargs = {"beam_size": beam, "max_decode_len": 6, "length_penalty": 0.6, "eos_id": EOS}
     batched = beam_search(hash_step, make_cache(sentences, beam), batch_size=3, **kwargs)
     for b, sentence in enumerate(sentences):
         single = beam_search(hash_step, make_cache([sentence], beam), batch_size=1, **kwargs)
@@ -183,7 +183,7 @@ def test_cache_is_reordered_by_beam_index():
         batch_size=1,
         beam_size=beam,
         max_decode_len=6,
-        alpha=0.6,
+        length_penalty=0.6,
         eos_id=EOS,
     )
     for i in range(beam):
@@ -206,8 +206,8 @@ def long_wins_step(tokens, cache):
     return logits, {"step": cache["step"] + 1}
 
 
-@pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
-def test_early_termination_bound_allows_longer_hypotheses(alpha):
+@pytest.mark.parametrize("length_penalty", [0.0, 0.6, 2.0])
+def test_early_termination_bound_allows_longer_hypotheses(length_penalty):
     """After step 1 the finished <EOS> (score log 0.7 = -0.36) beats the live "2" scored at its current length
     (log 0.29 / lp(2) = -0.91 for α = 2), yet "2"×8 reaches log 0.29 / lp(8) = -0.26: stopping needs lp(max)."""
     out = beam_search(
@@ -217,19 +217,20 @@ def test_early_termination_bound_allows_longer_hypotheses(alpha):
         beam_size=1,
         max_decode_len=8,
         max_lengths=jnp.array([8, 4]),
-        alpha=alpha,
+        length_penalty=length_penalty,
         eos_id=EOS,
     )
-    long_wins = [alpha == 2.0, False]  # sentence 1 (max 4): log 0.29 / lp(4) = -0.55 < -0.36
+    long_wins = [length_penalty == 2.0, False]  # sentence 1 (max 4): log 0.29 / lp(4) = -0.55 < -0.36
     for b in range(2):
         expected = [2] * [8, 4][b] if long_wins[b] else [EOS]
         assert _unpad(out.sequences[b, 0], int(out.lengths[b, 0])) == tuple(expected)
 
 
-@pytest.mark.parametrize("alpha", [0.6, 2.0])
-def test_jit_and_early_termination_do_not_change_results(alpha):
+@pytest.mark.parametrize("length_penalty", [0.6, 2.0])
+def test_jit_and_early_termination_do_not_change_results(length_penalty):
     beam, sentences = 2, list(range(16))
-    kwargs = {"batch_size": 16, "beam_size": beam, "max_decode_len": 12, "alpha": alpha, "eos_id": EOS}
+    kwargs = {"batch_size": 16, "beam_size": beam, "max_decode_len": 12, "length_penalty": length_penalty,
+              "eos_id": EOS}
     kwargs.update(start_id=0, num_best=2)
 
     @jax.jit
@@ -247,7 +248,7 @@ def test_jit_and_early_termination_do_not_change_results(alpha):
         np.testing.assert_array_equal(a.lengths, b.lengths)
         np.testing.assert_allclose(a.scores, b.scores, rtol=1e-6)
     assert int(steps_full) == 12
-    if alpha == 0.6:  # with α = 2 long hypotheses keep a chance until the end on this model
+    if length_penalty == 0.6:  # with α = 2 long hypotheses keep a chance until the end on this model
         assert int(steps_early) < 12  # early termination happened
 
 
@@ -297,7 +298,7 @@ def test_bad_num_best():
             batch_size=1,
             beam_size=2,
             max_decode_len=3,
-            alpha=0.6,
+            length_penalty=0.6,
             eos_id=EOS,
             num_best=3,
         )
@@ -332,7 +333,7 @@ def random_tables(seed, count):
     return tables.astype(np.float32), max_lengths
 
 
-def run_random(tables, max_lengths, *, beam, alpha, num_best, early_stop, stop_at=None):
+def run_random(tables, max_lengths, *, beam, length_penalty, num_best, early_stop, stop_at=None):
     """`_beam_search` of every random table (vmapped: one compilation, each its own loop count).
 
     The constant cache leaf ``stop_at`` ([count], default 0) lets a test's stop rule read a per-table step.
@@ -353,7 +354,7 @@ def run_random(tables, max_lengths, *, beam, alpha, num_best, early_stop, stop_a
             beam_size=beam,
             max_decode_len=RANDOM_LEN,
             max_lengths=max_length,
-            alpha=alpha,
+            length_penalty=length_penalty,
             eos_id=EOS,
             start_id=0,
             num_best=num_best,
@@ -373,11 +374,12 @@ def differing(a, b):
 
 
 @pytest.mark.parametrize(
-    "alpha,beam,num_best", [(0.6, 4, 1), (0.0, 4, 1), (2.0, 4, 1), (-0.5, 3, 1), (0.6, 1, 1), (0.6, 4, 2), (0.6, 4, 4)]
+    "length_penalty,beam,num_best",
+    [(0.6, 4, 1), (0.0, 4, 1), (2.0, 4, 1), (-0.5, 3, 1), (0.6, 1, 1), (0.6, 4, 2), (0.6, 4, 4)]
 )
-def test_early_stop_equals_the_full_search_on_random_models(alpha, beam, num_best):
+def test_early_stop_equals_the_full_search_on_random_models(length_penalty, beam, num_best):
     tables, max_lengths = random_tables(1, 300)
-    kwargs = {"beam": beam, "alpha": alpha, "num_best": num_best}
+    kwargs = {"beam": beam, "length_penalty": length_penalty, "num_best": num_best}
     early, steps = run_random(tables, max_lengths, early_stop=True, **kwargs)
     full, full_steps = run_random(tables, max_lengths, early_stop=False, **kwargs)
     assert not np.any(differing(early, full))
@@ -387,31 +389,31 @@ def test_early_stop_equals_the_full_search_on_random_models(alpha, beam, num_bes
 
 
 def _rule_with(bound_fn, slack=0.0):
-    """A stop rule like `_can_stop` for num_best = 1 with another bound (fn(state, max_len, alpha) -> [B])."""
+    """A stop rule like `_can_stop` for num_best = 1 with another bound (fn(state, max_len, length_penalty) -> [B])."""
 
-    def can_stop(s, max_len, alpha, num_best):
+    def can_stop(s, max_len, length_penalty, num_best):
         best = s.finished_scores[:, 0]
         no_live = s.live_logprobs[:, 0] == -jnp.inf
-        return no_live | (jnp.isfinite(best) & (bound_fn(s, max_len, alpha) <= best + slack))
+        return no_live | (jnp.isfinite(best) & (bound_fn(s, max_len, length_penalty) <= best + slack))
 
     return can_stop
 
 
-def _bound(s, max_len, alpha):  # the correct bound, as in `_can_stop`
-    lp_max = jnp.maximum(length_penalty(s.step + 1, alpha), length_penalty(max_len, alpha))
+def _bound(s, max_len, length_penalty):  # the correct bound, as in `_can_stop`
+    lp_max = jnp.maximum(length_normalizer(s.step + 1, length_penalty), length_normalizer(max_len, length_penalty))
     return s.live_logprobs[:, 0] / lp_max
 
 
-def _one_step_earlier(s, max_len, alpha, num_best):
+def _one_step_earlier(s, max_len, length_penalty, num_best):
     """Stops one loop step before the correct rule did (``stop_at``), once every sentence has finished one."""
     early = (s.step >= s.cache["stop_at"][0] - 1) & jnp.all(jnp.isfinite(s.finished_scores[:, 0]))
-    return _rule_with(_bound)(s, max_len, alpha, num_best) | early
+    return _rule_with(_bound)(s, max_len, length_penalty, num_best) | early
 
 
 TOO_EARLY = {
     "one step earlier": _one_step_earlier,
     "bound at the next length, not max length": _rule_with(
-        lambda s, max_len, alpha: s.live_logprobs[:, 0] / length_penalty(s.step + 1, alpha)
+        lambda s, max_len, length_penalty: s.live_logprobs[:, 0] / length_normalizer(s.step + 1, length_penalty)
     ),
     "slack 0.01": _rule_with(_bound, slack=0.01),
 }
@@ -421,7 +423,7 @@ TOO_EARLY = {
 def test_too_aggressive_stop_rules_are_caught(rule, monkeypatch):
     """The comparison of the test above has power: each rule that stops a little too early changes outputs."""
     tables, max_lengths = random_tables(2, 500)
-    kwargs = {"beam": 4, "alpha": 2.0, "num_best": 1}
+    kwargs = {"beam": 4, "length_penalty": 2.0, "num_best": 1}
     correct, steps = run_random(tables, max_lengths, early_stop=True, **kwargs)
     full, _ = run_random(tables, max_lengths, early_stop=False, **kwargs)
     assert not np.any(differing(correct, full))
@@ -431,12 +433,13 @@ def test_too_aggressive_stop_rules_are_caught(rule, monkeypatch):
     assert np.all(np.asarray(wrong_steps) <= np.asarray(steps))
 
 
-@pytest.mark.parametrize("alpha,beam", [(0.6, 4), (2.0, 4), (0.0, 2)])
-def test_one_best_stops_no_later_than_the_worst_of_k_rule(alpha, beam):
+@pytest.mark.parametrize("length_penalty,beam", [(0.6, 4), (2.0, 4), (0.0, 2)])
+def test_one_best_stops_no_later_than_the_worst_of_k_rule(length_penalty, beam):
     """num_best = K stops by the worst of the K finished (the rule 1-best used before): same best, more steps."""
     tables, max_lengths = random_tables(3, 300)
-    one, steps_one = run_random(tables, max_lengths, beam=beam, alpha=alpha, num_best=1, early_stop=True)
-    all_k, steps_k = run_random(tables, max_lengths, beam=beam, alpha=alpha, num_best=beam, early_stop=True)
+    kwargs = {"beam": beam, "length_penalty": length_penalty, "early_stop": True}
+    one, steps_one = run_random(tables, max_lengths, num_best=1, **kwargs)
+    all_k, steps_k = run_random(tables, max_lengths, num_best=beam, **kwargs)
     np.testing.assert_array_equal(np.asarray(one.sequences), np.asarray(all_k.sequences[:, :, :1]))
     np.testing.assert_array_equal(np.asarray(one.lengths), np.asarray(all_k.lengths[:, :, :1]))
     steps_one, steps_k = np.asarray(steps_one), np.asarray(steps_k)
@@ -488,7 +491,7 @@ def test_early_stop_equals_the_full_search_on_random_transformers():
                 beam_size=beam,
                 max_decode_len=length,
                 max_lengths=max_lengths,
-                alpha=0.6,
+                length_penalty=0.6,
                 eos_id=EOS,
                 start_id=START_ID,
                 num_best=1,

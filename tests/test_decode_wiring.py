@@ -36,18 +36,19 @@ SENTENCES = ["The house is small.", "A dog runs.",
 # name: (command line after the workdir, the search that must run, its expected arguments, the offset in force).
 # Fields a command does not override must come from config.json (RUN_DECODE).
 COMMANDS = {
-    "decode_config": (["decode"], "beam_search", {"beam_size": 3, "alpha": 1.3}, 2),
+    "decode_config": (["decode"], "beam_search", {"beam_size": 3, "length_penalty": 1.3}, 2),
     "decode_beam": (["decode", "--config.decode.beam_size=2", "--config.decode.length_penalty=0.8",
-                     "--config.decode.max_length_offset=5"], "beam_search", {"beam_size": 2, "alpha": 0.8}, 5),
+                     "--config.decode.max_length_offset=5"], "beam_search", {"beam_size": 2, "length_penalty": 0.8}, 5),
     "decode_greedy": (["decode", "--config.decode.method=greedy", "--config.decode.max_length_offset=4"],
                       "greedy_search", {}, 4),
     "decode_sample": (["decode", "--config.decode.method=sample", "--config.decode.temperature=0.5",
                        "--config.decode.top_k=7", "--config.decode.top_p=0.9"],
                       "sample", {"temperature": 0.5, "top_k": 7, "top_p": 0.9}, 2),
     "evaluate_beam_size": (["evaluate", "--split=test", "--config.decode.beam_size=5"], "beam_search",
-                           {"beam_size": 5, "alpha": 1.3}, 2),
-    "evaluate_alpha_offset": (["evaluate", "--split=test", "--config.decode.length_penalty=0.2",
-                               "--config.decode.max_length_offset=1"], "beam_search", {"beam_size": 3, "alpha": 0.2}, 1),
+                           {"beam_size": 5, "length_penalty": 1.3}, 2),
+    "evaluate_penalty_offset": (["evaluate", "--split=test", "--config.decode.length_penalty=0.2",
+                                 "--config.decode.max_length_offset=1"], "beam_search",
+                                {"beam_size": 3, "length_penalty": 0.2}, 1),
     "evaluate_greedy": (["evaluate", "--split=test", "--config.decode.method=greedy",
                          "--config.decode.max_length_offset=3"], "greedy_search", {}, 3),
     "evaluate_sample": (["evaluate", "--split=test", "--config.decode.method=sample", "--config.decode.temperature=0.7",
@@ -57,7 +58,7 @@ COMMANDS = {
     # --config flag) lacks: the overrides are typed by the run's own config, so its field is accepted (it was
     # refused as an unknown field while the overrides were parsed against the demo config).
     "decode_run_field": (["decode", "--config.decode.extra_field=3", "--config.decode.beam_size=2"], "beam_search",
-                         {"beam_size": 2, "alpha": 1.3}, 2),
+                         {"beam_size": 2, "length_penalty": 1.3}, 2),
 }
 RUN_FIELD_COMMANDS = ("decode_run_field",)  # the commands that run on that copy
 

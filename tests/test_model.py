@@ -300,7 +300,7 @@ def test_beam_search_with_the_in_place_cache_equals_full_recomputation(beam_size
     model = make_model(seed=5)
     batch, length = SRC.shape[0], 7
     state = model.prepare_memory(model.encode(SRC), SRC)
-    kwargs = dict(batch_size=batch, beam_size=beam_size, max_decode_len=length, alpha=0.6, eos_id=1,
+    kwargs = dict(batch_size=batch, beam_size=beam_size, max_decode_len=length, length_penalty=0.6, eos_id=1,
                   max_lengths=jnp.array([7, 5]))
 
     def cached_step(tokens, cache):

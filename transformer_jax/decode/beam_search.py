@@ -49,17 +49,18 @@ class BeamOutput(NamedTuple):
     lengths: jax.Array
 
 
-def length_penalty(length: jax.Array, alpha: float) -> jax.Array:
-    """GNMT length penalty lp(Y) = ((5 + |Y|) / 6)^α used with beam search in §6.1 (α = 0.6).
+def length_normalizer(length: jax.Array, length_penalty: float) -> jax.Array:
+    """GNMT's lp(Y) = ((5 + |Y|) / 6)^α, which a hypothesis's log-probability is divided by in beam search (§6.1:
+    "length penalty α = 0.6").
 
     Args:
         length: number of output tokens, EOS included (int or float array).
-        alpha: the exponent α; 0 disables the penalty.
+        length_penalty: the exponent α (config.decode.length_penalty); 0 disables the penalty.
 
     Returns:
         float32 array of the same shape.
     """
-    return ((5.0 + jnp.asarray(length, jnp.float32)) / 6.0) ** alpha
+    return ((5.0 + jnp.asarray(length, jnp.float32)) / 6.0) ** length_penalty
 
 
 def _max_lengths(max_lengths: jax.Array | None, batch_size: int, max_decode_len: int) -> jax.Array:
@@ -87,7 +88,7 @@ class _BeamState(NamedTuple):
     cache: Any  # leaves [B*K, ...]
 
 
-def _can_stop(s: _BeamState, max_len: jax.Array, alpha: float, num_best: int) -> jax.Array:
+def _can_stop(s: _BeamState, max_len: jax.Array, length_penalty: float, num_best: int) -> jax.Array:
     """Whether each sentence's ``num_best`` best hypotheses are final, bool[B] (the early termination of §6.1).
 
     A live hypothesis with log-probability s ≤ 0 after t tokens finishes with some length n in [t + 1, max_len]
@@ -99,7 +100,8 @@ def _can_stop(s: _BeamState, max_len: jax.Array, alpha: float, num_best: int) ->
     ``num_best = K``, with the worst of the K. A sentence with no live hypothesis left is final too.
     """
     best_live = s.live_logprobs[:, 0]  # [B] (sorted)
-    lp_max = jnp.maximum(length_penalty(s.step + 1, alpha), length_penalty(max_len, alpha))  # [B]
+    lp_max = jnp.maximum(length_normalizer(s.step + 1, length_penalty),
+                         length_normalizer(max_len, length_penalty))  # [B]
     bound = best_live / lp_max  # [B]: best score any live hypothesis can still reach
     last_kept = s.finished_scores[:, num_best - 1]  # [B] (sorted); -inf until num_best hypotheses finished
     return (best_live == _NEG_INF) | (jnp.isfinite(last_kept) & (bound <= last_kept))
@@ -113,7 +115,7 @@ def beam_search(
     beam_size: int,
     max_decode_len: int,
     max_lengths: jax.Array | None = None,
-    alpha: float,
+    length_penalty: float,
     eos_id: int,
     start_id: int = 0,
     num_best: int | None = None,
@@ -144,7 +146,7 @@ def beam_search(
         beam_size: K.
         max_decode_len: static padded maximum output length L (the shapes).
         max_lengths: optional int32[B] per-sentence maximum output length (e.g. source length + 50).
-        alpha: length-penalty exponent α.
+        length_penalty: the exponent α of the GNMT length penalty (config.decode.length_penalty).
         eos_id: end-of-sentence token id.
         start_id: token fed at the first step (PAD = 0, as in tensor2tensor).
         num_best: hypotheses returned per sentence, ≤ beam_size; default beam_size.
@@ -160,7 +162,7 @@ def beam_search(
         beam_size=beam_size,
         max_decode_len=max_decode_len,
         max_lengths=max_lengths,
-        alpha=alpha,
+        length_penalty=length_penalty,
         eos_id=eos_id,
         start_id=start_id,
         num_best=num_best,
@@ -178,7 +180,7 @@ def _beam_search(
     beam_size: int,
     max_decode_len: int,
     max_lengths: jax.Array | None,
-    alpha: float,
+    length_penalty: float,
     eos_id: int,
     start_id: int,
     num_best: int | None,
@@ -196,7 +198,7 @@ def _beam_search(
 
     def cond_fn(s: _BeamState) -> jax.Array:
         keep_going = s.step < length
-        return keep_going & ~jnp.all(_can_stop(s, max_len, alpha, num_best)) if early_stop else keep_going
+        return keep_going & ~jnp.all(_can_stop(s, max_len, length_penalty, num_best)) if early_stop else keep_going
 
     def body_fn(s: _BeamState) -> _BeamState:
         logits, new_cache = step_fn(s.live_tokens.reshape(b_size * k), s.cache)  # [B*K, V]
@@ -221,7 +223,8 @@ def _beam_search(
         cache = reorder_fn(new_cache, live_parent)
 
         # Finished: merge the K kept with the 2K candidates by score; only the winners' sequences are built.
-        cand_scores = jnp.where(ends, cand_logprobs / length_penalty(cand_len, alpha), _NEG_INF)  # [B, 2K]
+        cand_scores = jnp.where(ends, cand_logprobs / length_normalizer(cand_len, length_penalty),
+                                _NEG_INF)  # [B, 2K]
         merged = jnp.concatenate([s.finished_scores, cand_scores], axis=1)  # [B, 3K]
         finished_scores, fin_sel = jax.lax.top_k(merged, k)  # [B, K]; ties prefer the older finished ones
         from_cand = fin_sel >= k  # [B, K]

@@ -50,7 +50,7 @@ def make_decode_fn(config: ml_collections.ConfigDict, graphdef: nnx.GraphDef, *,
         common = dict(batch_size=batch_size, max_decode_len=max_decode_len, max_lengths=max_lengths,
                       eos_id=EOS_ID, start_id=START_ID)
         if d.method == "beam":
-            return beam_search(step_fn, cache, beam_size=d.beam_size, alpha=d.length_penalty, num_best=1,
+            return beam_search(step_fn, cache, beam_size=d.beam_size, length_penalty=d.length_penalty, num_best=1,
                                reorder_fn=model.reorder_cache, **common).sequences[:, 0]
         if d.method == "greedy":
             return greedy_search(step_fn, cache, **common)[0]
