@@ -24,12 +24,12 @@ import numpy as np
 from flax import nnx
 
 from bench.common import matmul_peak_gflops, shape_config, summary, timed
-from transformer_jax import sharding
+from transformer_jax import host_memory, sharding
 from transformer_jax.data.tokenizer import EOS_ID
 from transformer_jax.decode.beam_search import beam_search
 from transformer_jax.decode.translate import make_decode_fn
 from transformer_jax.model.transformer import START_ID
-from transformer_jax.run import host_memory, provenance
+from transformer_jax.run import provenance
 from transformer_jax.train.step import init_state, make_setup
 
 

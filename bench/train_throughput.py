@@ -26,9 +26,9 @@ import numpy as np
 
 from bench.common import matmul_peak_gflops, shape_config, summary, timed
 from bench.step_profile import profile_steps
-from transformer_jax import sharding
+from transformer_jax import host_memory, sharding
 from transformer_jax.model.size import flops_per_target_token
-from transformer_jax.run import folder, host_memory, provenance
+from transformer_jax.run import folder, provenance
 from transformer_jax.run.metrics import read_metrics
 from transformer_jax.train.step import init_state, make_setup, make_train_step, passes_per_row
 

@@ -23,8 +23,8 @@ from types import ModuleType
 
 from absl import app, flags
 
+from transformer_jax import host_memory
 from transformer_jax.launch.verbs import Verb
-from transformer_jax.run import host_memory
 
 COMMANDS = {
     "train": "Train (or resume) a run in --workdir.",

@@ -1,4 +1,4 @@
-"""The host allocator setting (transformer_jax/run/host_memory.py): freed XLA-sized blocks are reused without
+"""The host allocator setting (transformer_jax/host_memory.py): freed XLA-sized blocks are reused without
 page faults, in a fresh process as the CLI starts one."""
 
 import os
@@ -7,13 +7,13 @@ import sys
 
 import pytest
 
-from transformer_jax.run import host_memory
+from transformer_jax import host_memory
 
 # In a fresh interpreter: optionally apply the setting, then allocate, fill and free a 256 MB block four times from
 # a worker thread (as XLA's threads do) and print the minor page faults of the last three rounds.
 PROBE = r"""
 import ctypes, resource, sys, threading
-from transformer_jax.run import host_memory
+from transformer_jax import host_memory
 applied = host_memory.keep_freed_memory()
 libc = ctypes.CDLL(None)
 libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]

@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 
-from transformer_jax.run import host_memory
+from transformer_jax import host_memory
 from transformer_jax.run.folder import PROVENANCE_FILE
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout (or site-packages)
