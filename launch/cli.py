@@ -24,7 +24,7 @@ from types import ModuleType
 from absl import app, flags
 
 from transformer_jax import host_memory
-from transformer_jax.launch.verbs import Verb
+from transformer_jax.launch.verbs import USAGE_ERROR, Verb
 
 COMMANDS = {
     "train": "Train (or resume) a run in --workdir.",
@@ -38,7 +38,6 @@ COMMANDS = {
     "sweep": "Run, or write launch files for, a named experiment (e.g. Table 3).",
     "compare": "Tabulate runs side by side with the paper's Table 3.",
 }
-USAGE_ERROR = 2  # exit status of a command line that names a wrong flag or argument (as argparse and absl use)
 HELP = {"-h", "--help", "-help", "--helpshort", "--helpfull", "-?"}
 
 # Each command module (launch/<command>.py) declares its flags (absl key flags: those it defines, plus shared ones

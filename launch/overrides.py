@@ -19,8 +19,8 @@ import ml_collections
 
 from transformer_jax.configs.base import decode_config
 from transformer_jax.decode.restore import RestoredRun, restore_run
-from transformer_jax.launch.cli import USAGE_ERROR
 from transformer_jax.launch.flags import CHECKPOINT, WORKDIR
+from transformer_jax.launch.verbs import USAGE_ERROR
 from transformer_jax.run import folder
 
 RUN_SECTIONS = ("decode",)  # the sections of a trained run's config that an override may change

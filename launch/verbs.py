@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 
 POSITIONAL_KINDS = (None, "FILE", "RUN_FOLDER...")  # none; at most one argument; any number of arguments
+USAGE_ERROR = 2  # exit status of a command line that names a wrong flag or argument (as argparse and absl use)
 
 
 @dataclasses.dataclass(frozen=True)
