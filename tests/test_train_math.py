@@ -16,6 +16,7 @@ import pytest
 import tiny_setup as tiny
 from transformer_jax import sharding
 from transformer_jax.configs import base
+from transformer_jax.model.build import init_params
 from transformer_jax.train.loss import cross_entropy_sums
 from transformer_jax.train.optimizer import decay_mask, learning_rate_schedule, make_optimizer
 from transformer_jax.train.step import init_state, make_setup, make_train_step
@@ -251,7 +252,7 @@ def test_decay_mask_on_the_model_names_not_ranks():
     per-head b_q is 2-D) and every LayerNorm gain/bias; "vectors" decays exactly those it spares."""
     c = optimizer_config()
     c.model.update(num_encoder_layers=1, num_decoder_layers=1, num_heads=2, d_k=4, d_v=4, d_ff=16, vocab_size=32)
-    params = jax.eval_shape(lambda: sharding.init_params(c))
+    params = jax.eval_shape(lambda: init_params(c))
     vectors = {"b_q", "b_k", "b_v", "b_o", "b_1", "b_2", "bias", "scale"}
     marks = {which: [(path[-1].key, m) for path, m in
                      jax.tree_util.tree_flatten_with_path(decay_mask(params, which))[0]]

@@ -31,6 +31,7 @@ from transformer_jax import sharding
 from transformer_jax.data.batch_plan import BucketPlan
 from transformer_jax.data.batching import BATCH_KEYS
 from transformer_jax.model.attention import resolve_implementation
+from transformer_jax.model.build import model_setup
 from transformer_jax.model.precision import compiling_for, compute_dtype
 from transformer_jax.model.size import flops_per_target_token
 from transformer_jax.target import GIB, Target
@@ -145,7 +146,7 @@ class Compiler:
         rows = math.lcm(self.data_parallel, self.target.num_hosts)  # sharding.eval_rows on the target
         rows = -(-sentences // rows) * rows  # padded as evaluation pads it
         with compiling_for(self.target.platform):
-            model = sharding.model_setup(self.config, self.mesh)
+            model = model_setup(self.config, self.mesh)
             decode_fn = make_decode_fn(self.config, model.graphdef)
             inputs = jax.ShapeDtypeStruct((rows, source_length), jnp.int32, sharding=sharding.batch_sharding(self.mesh))
             rng = jax.ShapeDtypeStruct((2,), jnp.uint32, sharding=sharding.replicated(self.mesh))

@@ -1,7 +1,6 @@
 """Device mesh (data, fsdp, tensor), the logical-axis rules, and placing batches and parameters on the mesh.
 
-Training, decoding and the benchmarks all use it; :func:`model_setup` gives the model's graph and parameter
-shardings alone (decoding builds no optimizer; train/step.py adds the optimizer state for training).
+Training, decoding and the benchmarks all use it (the model itself is built, on a mesh, by model/build.py).
 
 The model names each parameter axis logically (transformer_jax/model/params.py); this file alone maps those
 names to mesh axes. ``fsdp`` shards parameters and optimizer state along ``embed``; ``tensor`` shards heads,
@@ -9,7 +8,6 @@ the FFN's inner dimension and the vocabulary; the batch is split over data × fs
 axis does not divide stays replicated (e.g. a vocabulary of 2000 on a tensor axis of 3).
 """
 
-import dataclasses
 import math
 
 import jax
@@ -17,8 +15,6 @@ import ml_collections
 import numpy as np
 from flax import nnx
 from jax.sharding import AxisType, NamedSharding, PartitionSpec
-
-from transformer_jax.model.transformer import Transformer
 
 MESH_AXES = ("data", "fsdp", "tensor")
 BATCH_AXES = ("data", "fsdp")
@@ -80,6 +76,14 @@ def logical_to_spec(logical_axes: tuple[str | None, ...], shape: tuple[int, ...]
     return PartitionSpec(*spec)
 
 
+def param_shardings(params: nnx.State, mesh: jax.sharding.Mesh) -> dict:
+    """The sharding of every parameter of a model's (abstract) ``nnx.Param`` state, by the logical axes each
+    carries, as a plain dict."""
+    return nnx.to_pure_dict(jax.tree.map(
+        lambda v: NamedSharding(mesh, logical_to_spec(v.get_metadata()["logical_axes"], v.shape, mesh)),
+        params, is_leaf=lambda x: isinstance(x, nnx.Variable)))
+
+
 def batch_sharding(mesh: jax.sharding.Mesh) -> NamedSharding:
     """Batches [rows, length] are split by rows over data × fsdp."""
     return NamedSharding(mesh, PartitionSpec(BATCH_AXES))
@@ -123,31 +127,3 @@ def gather_to_host(x: jax.Array) -> np.ndarray:
 
     return np.asarray(multihost_utils.process_allgather(x, tiled=True))
 
-
-@dataclasses.dataclass
-class ModelSetup:
-    """The model's graph and its parameters' shapes and shardings on a mesh (nothing allocated)."""
-
-    config: ml_collections.ConfigDict
-    mesh: jax.sharding.Mesh
-    graphdef: nnx.GraphDef
-    param_shardings: dict
-    abstract_params: dict  # ShapeDtypeStructs carrying the shardings (restore targets)
-
-
-def model_setup(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh) -> ModelSetup:
-    """Splits the (abstract) model of ``config.model`` into graph + parameters and shards every parameter by the
-    logical axes it carries (``LOGICAL_AXIS_RULES``)."""
-    abstract_model = nnx.eval_shape(lambda: Transformer(config.model, rngs=nnx.Rngs(config.seed)))
-    graphdef, abstract = nnx.split(abstract_model, nnx.Param)
-    shardings = nnx.to_pure_dict(jax.tree.map(
-        lambda v: NamedSharding(mesh, logical_to_spec(v.get_metadata()["logical_axes"], v.shape, mesh)),
-        abstract, is_leaf=lambda x: isinstance(x, nnx.Variable)))
-    abstract = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
-                            nnx.to_pure_dict(abstract), shardings)
-    return ModelSetup(config, mesh, graphdef, shardings, abstract)
-
-
-def init_params(config: ml_collections.ConfigDict) -> dict:
-    """The initial parameters of ``config.model`` (seed ``config.seed``) as a plain dict (call under jit)."""
-    return nnx.to_pure_dict(nnx.state(Transformer(config.model, rngs=nnx.Rngs(config.seed)), nnx.Param))

@@ -21,6 +21,7 @@ from flax import nnx
 
 from transformer_jax import sharding
 from transformer_jax.data.tokenizer import VOCAB_FILENAME, Tokenizer
+from transformer_jax.model.build import model_setup
 from transformer_jax.run import checkpoint_spec, folder
 from transformer_jax.run.checkpoints import CORRUPT_MARK, Checkpointer, average_params
 from transformer_jax.run.disk_errors import CorruptCheckpointError, DiskFullError, is_disk_full
@@ -114,7 +115,7 @@ def restore_run(workdir: str, checkpoint: str = "latest", mesh_config=None,
         raise FileNotFoundError(f"No {VOCAB_FILENAME} in {workdir}: the run's vocabulary is needed to decode.")
     tokenizer = Tokenizer.load(vocab, expected_vocab_size=config.model.vocab_size)
     mesh = sharding.make_mesh(mesh_config or config.train.mesh)
-    setup = sharding.model_setup(config, mesh)  # parameters only: decoding builds no optimizer
+    setup = model_setup(config, mesh)  # parameters only: decoding builds no optimizer
     averaged = folder.averaged_path(workdir, checkpoint)
     checkpointer = Checkpointer.for_run(workdir, config.train)
     while True:  # until the steps ``checkpoint`` names all restore (unreadable ones are moved aside on the way)

@@ -17,6 +17,7 @@ from flax import nnx
 from jax.sharding import NamedSharding
 
 from transformer_jax import sharding
+from transformer_jax.model.build import init_params, model_setup
 from transformer_jax.model.dropout import fold
 from transformer_jax.train.loss import projected_cross_entropy_sums, projected_rdrop_sums
 from transformer_jax.train.optimizer import make_optimizer, schedule_from_config
@@ -40,7 +41,7 @@ class Setup:
 
 def make_setup(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh) -> Setup:
     """Derives the graph, optimizer and the shardings of every state leaf, without allocating anything."""
-    model = sharding.model_setup(config, mesh)
+    model = model_setup(config, mesh)
     param_shardings = model.param_shardings
     tx = make_optimizer(config)
     abstract_opt = jax.eval_shape(tx.init, model.abstract_params)
@@ -56,7 +57,7 @@ def make_setup(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh) -> Se
 
 
 def _init(config: ml_collections.ConfigDict, tx: optax.GradientTransformation) -> dict:
-    params = sharding.init_params(config)
+    params = init_params(config)
     return {"params": params, "opt_state": tx.init(params), "step": jnp.zeros((), jnp.int32),
             "rng": jax.random.PRNGKey(config.seed + 1)}
 
