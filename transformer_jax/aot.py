@@ -12,7 +12,7 @@ not fit, exactly as on the chip.
 Memory per device is XLA's: arguments (parameters, Adam moments, this device's rows) + outputs − what the donated
 state aliases + temporaries (activations kept for the backward pass, gradients) + generated code. FLOPs are XLA's
 count of the partitioned program × devices, beside model/size.py's formula for the step's row slots (padding
-included: it is computed); their ratio checks the formula (elementwise work, ~1–4% at d_model ≥ 256, is the rest).
+included: it is computed); their ratio checks the formula (the rest is elementwise work, which it leaves out).
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 XLA on the CPU allocates each step's temporary buffers with ``malloc`` and frees them when the step ends. glibc
 serves a large block with a fresh ``mmap`` and gives it back with ``munmap`` on ``free``, and from a worker thread's
 arena it cannot do otherwise (a thread arena's heap is at most 64 MB). So every step the kernel hands out, and
-zeroes, new pages one 4 KB fault at a time: measured on the Multi30k recipe's training run (perf stat), ~125K page
-faults a step (≈ 0.5 GB of fresh pages) and ~17% of the process's CPU time in the kernel.
+zeroes, new pages one 4 KB fault at a time, a share of the process's CPU time spent in the kernel (``perf stat``
+counts the faults).
 
 :func:`keep_freed_memory` sets three glibc ``mallopt`` parameters before XLA starts its threads: one arena for
 every thread (``M_ARENA_MAX`` 1), blocks of any size from that arena instead of ``mmap`` (``M_MMAP_THRESHOLD``)
@@ -15,9 +15,8 @@ process reaches every step anyway. It is what swapping in tcmalloc (as TensorFlo
 (:func:`accelerator`) the host's threads are SentencePiece's, orbax's and tensorstore's, which one arena would
 serialise on one malloc lock, so the default (``TRANSFORMER_JAX_HOST_MALLOC=auto``) leaves glibc as it is there.
 ``keep`` applies the settings anyway, ``default`` never (e.g. to measure the difference: ``bench/train_throughput.py``
-runs under the same setting as the CLI).
-Measured on the Multi30k recipe's step (README, "Speed"): 1.25× faster on an AMD EPYC (family 26), no change on an
-Intel Xeon (family 6, model 167) where the faults cost less.
+runs under the same setting as the CLI). How much it gains depends on the CPU, where page faults cost more or
+less (experiments/results/speed).
 """
 
 import ctypes

@@ -88,7 +88,7 @@ def attention_weights(graphdef: nnx.GraphDef, params: dict, source: list[int],
 
 @functools.partial(jax.jit, static_argnums=0)
 def _forward(graphdef: nnx.GraphDef, params: dict, source: jax.Array, target: jax.Array) -> dict:
-    """`Transformer.attention_weights` compiled once (op by op it is ~10× slower on a CPU)."""
+    """`Transformer.attention_weights` compiled once (run op by op, uncompiled, it is much slower)."""
     return nnx.merge(graphdef, params).attention_weights(source, target)
 
 

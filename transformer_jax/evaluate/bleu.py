@@ -15,7 +15,7 @@ is Moses' as it was before November 2018: it keeps a line-final dot on ``n.V.``,
 sacremoses reproduces the older behaviour: token for token on ../shared/data/bleu_reference, 77.18 as the
 reference tools give there (the newer tokenizer gives 77.22).
 
-It reads ≈ 0.6–1.0 BLEU above detokenized sacreBLEU on the same output, so both are reported, the latter
+It reads higher than detokenized sacreBLEU on the same output, so both are reported, the latter
 with its signature. Inputs are detokenized sentences (one per line, single reference).
 """
 

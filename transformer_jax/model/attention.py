@@ -2,8 +2,8 @@
 
 Shapes use B = batch, L = query length, S = key length, H = heads (h), K = d_k, V = d_v, D = d_model.
 Queries, keys and values are tokens-major ([B, L, H, K]): the projection's matmul writes them that way, and the
-per-head einsums read them as they are. (Heads-major [B, H, L, K] cost a transpose of every projection's input
-and output in training on CPU — a 9% slower base step.) The decoding caches are heads-major, keys transposed
+per-head einsums read them as they are. (Heads-major [B, H, L, K] costs a transpose of every projection's input
+and output in training on CPU.) The decoding caches are heads-major, keys transposed
 ([B, H, K, S]): a few queries per step read those fastest.
 
 Two implementations of §3.2.1, chosen by ``model.attention_implementation`` when a function is traced

@@ -37,7 +37,7 @@ def git_commit(repo: str = REPO) -> str | None:
 def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str | None:
     """The CPU's model, family and model numbers from ``cpuinfo`` (Linux), e.g. ``AMD EPYC (family 23, model 1)``:
     wall times are only comparable between runs on the same CPU (a Zen 1 and a Zen 3 EPYC both print "AMD EPYC",
-    and the same training step took 2.3 s on one and 0.6 s on the other). None where there is no such file or it
+    and run the same training step at very different speeds). None where there is no such file or it
     names no model (an ARM cpuinfo has no "model name")."""
     try:
         with open(cpuinfo) as f:

@@ -106,8 +106,7 @@ def _projection_grads(d_logits: jax.Array, hidden: jax.Array, table: jax.Array) 
     """(d hidden, d table) of ``logits = hidden · tableᵀ`` from d logits [..., V], hidden [..., D].
 
     d table is formed as ``(hiddenᵀ · d_logits)ᵀ``: XLA's CPU backend then transposes the small [D, V] result,
-    where ``d_logitsᵀ · hidden`` makes it copy the [tokens, V] gradient into a transposed layout first (on a
-    Multi30k step that copy was ~10% of the time).
+    where ``d_logitsᵀ · hidden`` makes it copy the [tokens, V] gradient into a transposed layout first.
     """
     d = hidden.shape[-1]
     flat_hidden = hidden.reshape(-1, d)

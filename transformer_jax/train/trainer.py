@@ -35,8 +35,8 @@ logger = logging.getLogger(__name__)
 
 # Steps the host may dispatch ahead of the computation. JAX dispatches asynchronously: unbounded, the loop (its
 # progress bar, and the SIGTERM check) would run a whole log interval ahead, and a SIGTERM would take effect only
-# after every queued step had run (minutes at 3 s a step, past Slurm's 120 s of notice). Two keeps the accelerator
-# fed (the next step is queued while one runs) and bounds the stop to about three steps' time.
+# after every queued step had run (a whole log interval of steps, which can outlast Slurm's notice). Two keeps the
+# accelerator fed (the next step is queued while one runs) and bounds the stop to about three steps' time.
 STEPS_AHEAD = 2
 
 class NonFiniteLossError(RuntimeError):
@@ -122,8 +122,8 @@ class ProgressBar(tqdm):
     """The training progress bar (stderr), whose rate and ETA leave out the steps that compile.
 
     tqdm's rate is a moving average of steps over the seconds between two displays, dominated by its first sample:
-    the first step of a start, which compiles the train step (26 s for the demo on 2 cores), entered it as one step
-    in 26 s, and the first ETA of a 1000-step run read 7 h 16 min. :meth:`restart` leaves such a stretch out of the
+    the first step of a start, which compiles the train step, entered it as one step in the whole compile time, so
+    the first ETA was many times the run's length. :meth:`restart` leaves such a stretch out of the
     rate (as :class:`Throughput` leaves it out of tokens per second); the elapsed time stays the wall time.
     """
 
