@@ -65,7 +65,8 @@ VERB = Verb(
     run_overrides=True,
     flag_hints={**overrides.flag_hints("attention"), "output": "use --out=DIR (a folder).",
                 "sentence": "use --input=\"...\"."},
-    flag_help={"input": "The source sentence (required), e.g. --input=\"The man has seen the dog.\".",
+    flag_help={"input": "The source sentence, e.g. --input=\"The man has seen the dog.\" (or --split with --index).",
+               "split": "With --index: draw the source sentence from the run's dev or test split.",
                "target": "The target sentence to force (teacher forcing); default: the run's own translation of "
                          "--input by config.decode (beam search).",
                "out": "Folder for encoder.png, decoder.png, cross.png, lines.png, weights.npz, attention.json "
@@ -165,7 +166,7 @@ def main(argv: list[str]) -> None:
         fail(f"--head={HEAD.value}: out of range; the run has {count(m.num_heads, 'head')}, valid: 1-{m.num_heads}.")
     lines_heads = list(range(1, m.num_heads + 1)) if HEAD.value is None else [HEAD.value]
 
-    run = overrides.restore("attention")
+    run = overrides.restore("attention", config)
     given = f"sentence {INDEX.value} of the {SPLIT.value} split" if reference is not None else "--input"
     for what, text in ((given, sentence), ("--target", target)):
         length = len(attention_maps.encode(run.tokenizer, text)) if text is not None else 0

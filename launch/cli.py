@@ -24,11 +24,11 @@ from types import ModuleType
 from absl import app, flags
 
 from transformer_jax import host_memory
-from transformer_jax.launch.verbs import USAGE_ERROR, Verb
+from transformer_jax.launch.verbs import USAGE_ERROR, Verb, refuse
 
 COMMANDS = {
     "train": "Train (or resume) a run in --workdir.",
-    "describe": "Print the resolved config, parameter counts and FLOPs per target token.",
+    "describe": "Plan a config: parameters, FLOPs per token, the step plan on a layout (--json, --print_config).",
     "compile": "Compile the training and decode steps for a TPU slice or GPU nodes, on any CPU: fits? GiB per chip.",
     "decode": "Translate text with a trained (or averaged) checkpoint.",
     "evaluate": "Translate a dev/test split and score it (sacreBLEU, tokenized BLEU, chrF).",
@@ -50,9 +50,7 @@ def _usage() -> str:
     return "\n".join(lines)
 
 
-def _fail(command: str, message: str) -> None:
-    print(f"transformer-jax {command}: {message}", file=sys.stderr)
-    sys.exit(USAGE_ERROR)
+_fail = refuse  # (the name the command modules used before verbs.refuse)
 
 
 def _unknown_field(error: Exception) -> str:

@@ -35,9 +35,8 @@ from absl import flags
 
 from transformer_jax.evaluate import report
 from transformer_jax.experiments import get_experiment
-from transformer_jax.launch import cli
 from transformer_jax.launch.flags import EXPERIMENT
-from transformer_jax.launch.verbs import Verb
+from transformer_jax.launch.verbs import Verb, refuse
 from transformer_jax.run import folder, provenance
 
 OUT = flags.DEFINE_string("out", None, "Folder for table.md, table.csv, bleu.png, dev_ppl.png, dev_bleu.png, "
@@ -57,7 +56,7 @@ def main(argv: list[str]) -> None:
     tables = [arg for arg in argv[1:] if arg.endswith(".csv")]
     workdirs = [arg for arg in argv[1:] if not arg.endswith(".csv")]
     if not workdirs and not tables:
-        cli._fail("compare", "give run folders, e.g. `transformer-jax compare runs/table3/*`.")
+        refuse("compare", "give run folders, e.g. `transformer-jax compare runs/table3/*`.")
     earlier = read_tables(tables)
     runs = []
     for workdir in workdirs:

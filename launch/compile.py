@@ -23,9 +23,8 @@ from absl import flags
 
 from transformer_jax import aot, fit
 from transformer_jax import target as targets
-from transformer_jax.launch import cli
 from transformer_jax.launch.flags import CONFIG, JSON, TARGET
-from transformer_jax.launch.verbs import Verb
+from transformer_jax.launch.verbs import Verb, refuse
 from transformer_jax.train.step import passes_per_row
 
 LIST_TARGETS = flags.DEFINE_bool("list_targets", False, "Print the target names (with each chip's memory and peak) "
@@ -57,7 +56,7 @@ def _fail(message: str) -> None:
 
 def _usage(message: str) -> None:
     """One line and exit status 2: the command line is wrong (a flag missing, a bad target, a bucket not planned)."""
-    cli._fail("compile", message)
+    refuse("compile", message)
 
 
 def _log(message: str) -> None:

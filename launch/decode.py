@@ -28,7 +28,7 @@ from transformer_jax.decode.translate import Translator
 from transformer_jax.launch import cluster, logs, overrides
 from transformer_jax.launch.flags import WORKDIR
 from transformer_jax.launch.overrides import describe_decoding
-from transformer_jax.launch.verbs import Verb
+from transformer_jax.launch.verbs import Verb, refuse
 
 INPUT = flags.DEFINE_string("input", "-", "Source text, one sentence per line (UTF-8); - reads stdin. The file may "
                             "also be given as the command's one argument.")
@@ -84,9 +84,7 @@ def translate_to(translator: Translator, texts: list[str], out: TextIO | None, p
 def main(argv: list[str]) -> None:
     logs.setup()
     if argv[1:] and flags.FLAGS["input"].present:
-        print(f"transformer-jax decode: the input is given twice (--input={INPUT.value} and {argv[1]}); give one.",
-              file=sys.stderr)
-        sys.exit(2)
+        refuse("decode", f"the input is given twice (--input={INPUT.value} and {argv[1]}); give one.")
     source = argv[1] if argv[1:] else INPUT.value
     config = overrides.run_config("decode")  # the run and the overrides, checked before the input is read
     try:

@@ -27,7 +27,7 @@ from transformer_jax.evaluate.evaluation import evaluate_split, score_line
 from transformer_jax.launch import cluster, grid, logs, overrides
 from transformer_jax.launch.flags import CHECKPOINT, JSON, WORKDIR
 from transformer_jax.launch.overrides import describe_decoding
-from transformer_jax.launch.verbs import Verb
+from transformer_jax.launch.verbs import Verb, refuse
 
 SPLIT = flags.DEFINE_enum("split", None, ["dev", "test"],
                           "Split to translate and score (required): dev (Table 3) or test (Table 2).")
@@ -55,10 +55,10 @@ def main(argv: list[str]) -> None:
     del argv
     logs.setup()
     if SPLIT.value is None:
-        sys.exit("transformer-jax evaluate: --split is required: dev (Table 3) or test (Table 2).")
+        refuse("evaluate", "--split is required: dev (Table 3) or test (Table 2).")
     if GRID.value and SPLIT.value != grid.SPLIT:
-        sys.exit(f"transformer-jax evaluate: --grid chooses decoding settings, on the dev split only (§6.1); score "
-                 f"--split={SPLIT.value} once with the chosen --checkpoint and --config.decode.* instead.")
+        refuse("evaluate", f"--grid chooses decoding settings, on the dev split only (§6.1); score "
+               f"--split={SPLIT.value} once with the chosen --checkpoint and --config.decode.* instead.")
     config = overrides.run_config("evaluate")
     workdir = WORKDIR.value
     try:  # before restoring and decoding: the split's data, and the folder its scores go to
@@ -96,7 +96,7 @@ def _grid(config) -> None:
     try:
         axes = grid.parse_axes(GRID.value, config, decode_overrides, flags.FLAGS["checkpoint"].present)
     except ValueError as e:
-        sys.exit(f"transformer-jax evaluate: {e}")
+        refuse("evaluate", str(e))
     cluster.maybe_initialize()
     try:
         records = grid.run_grid(WORKDIR.value, config, axes, CHECKPOINT.value, progress=jax.process_index() == 0)

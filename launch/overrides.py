@@ -20,8 +20,8 @@ import ml_collections
 from transformer_jax.configs.base import decode_config
 from transformer_jax.decode.restore import RestoredRun, restore_run
 from transformer_jax.launch.flags import CHECKPOINT, WORKDIR
-from transformer_jax.launch.verbs import USAGE_ERROR
-from transformer_jax.run import folder
+from transformer_jax.launch.verbs import refuse
+from transformer_jax.run import checkpoint_spec, folder
 
 RUN_SECTIONS = ("decode",)  # the sections of a trained run's config that an override may change
 METHODS = ("beam", "greedy", "sample")
@@ -139,7 +139,11 @@ def run_config(command: str) -> ml_collections.ConfigDict:
     Cheap (no parameters are read): commands call it first, so a mistake is found before any work.
     """
     if not WORKDIR.value:
-        sys.exit(f"transformer-jax {command}: --workdir is required (the folder of a trained run).")
+        refuse(command, "--workdir is required (the folder of a trained run).")
+    try:
+        checkpoint_spec.parse(CHECKPOINT.value)
+    except ValueError:
+        refuse(command, f"--checkpoint={CHECKPOINT.value}: {checkpoint_spec.USAGE}.")
     try:
         config = folder.load_config(WORKDIR.value)
     except (ValueError, OSError) as e:
@@ -147,8 +151,7 @@ def run_config(command: str) -> ml_collections.ConfigDict:
     try:
         return apply_to_run(config, given(), command)
     except ValueError as e:
-        print(f"transformer-jax {command}: {e}", file=sys.stderr)
-        sys.exit(USAGE_ERROR)
+        refuse(command, str(e))
 
 
 def restore(command: str, config: ml_collections.ConfigDict | None = None) -> RestoredRun:

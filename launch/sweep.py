@@ -25,7 +25,7 @@ from typing import Any
 from absl import flags
 
 from transformer_jax.experiments import Experiment, base_name, get_experiment, resolve
-from transformer_jax.launch import cli, cluster, logs
+from transformer_jax.launch import cluster, logs
 from transformer_jax.launch.flags import (
     EVAL_CHECKPOINT,
     EVAL_SPLITS,
@@ -35,7 +35,7 @@ from transformer_jax.launch.flags import (
     check_eval_checkpoint,
     check_eval_splits,
 )
-from transformer_jax.launch.verbs import Verb
+from transformer_jax.launch.verbs import Verb, refuse
 from transformer_jax.train.preemption import Preempted
 
 LAUNCHERS = ("local", "slurm", "tpu", "print")
@@ -211,7 +211,7 @@ def run_local(configs: dict, workdir: str, commands: dict[str, list[str]],
 def main(argv: list[str]) -> None:
     del argv  # launch/cli.py refuses arguments
     if not WORKDIR.value:
-        cli._fail("sweep", "--workdir is required (each row runs in <workdir>/<row>).")
+        refuse("sweep", "--workdir is required (each row runs in <workdir>/<row>).")
     try:
         experiment = get_experiment(EXPERIMENT.value)
         base = base_name(experiment, BASE.value)
@@ -235,7 +235,7 @@ def main(argv: list[str]) -> None:
             lines = [tpu_command(argv_row, TPU_NAME.value, TPU_ZONE.value, TPU_REPO.value, ENV_SETUP.value)
                      for argv_row in commands.values()]
     except (ValueError, TypeError) as e:  # the command line: an unknown row or base, a flag the rows refuse
-        cli._fail("sweep", str(e))
+        refuse("sweep", str(e))
     if launcher == "print":
         for argv_row in commands.values():
             print(shlex.join(argv_row))

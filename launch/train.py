@@ -35,7 +35,7 @@ from transformer_jax.data.sources import DataError, get_source
 from transformer_jax.data.tokenizer import VOCAB_FILENAME
 from transformer_jax.decode.restore import restore_run
 from transformer_jax.evaluate.evaluation import dev_bleu_hook, evaluate_split, score_line
-from transformer_jax.launch import cli, cluster, logs
+from transformer_jax.launch import cluster, logs
 from transformer_jax.launch.flags import (
     CONFIG,
     EVAL_CHECKPOINT,
@@ -46,7 +46,7 @@ from transformer_jax.launch.flags import (
     check_eval_checkpoint,
     check_eval_splits,
 )
-from transformer_jax.launch.verbs import Verb
+from transformer_jax.launch.verbs import Verb, refuse
 from transformer_jax.run import branch, folder, provenance
 from transformer_jax.run.metrics import read_metrics
 from transformer_jax.train.preemption import Preempted
@@ -248,7 +248,7 @@ def check_command_line(config: ml_collections.ConfigDict) -> None:
         check_eval_splits(EVAL_SPLITS.value)
         check_eval_checkpoint(EVAL_CHECKPOINT.value, config.train)
     except ValueError as e:
-        cli._fail("train", " ".join(str(e).split()))
+        refuse("train", " ".join(str(e).split()))
 
 
 def main(argv: list[str]) -> None:

@@ -8,10 +8,19 @@ instead of a flag it does not take, and its own help for a flag it shares with a
 """
 
 import dataclasses
+import sys
 from collections.abc import Mapping
+from typing import NoReturn
 
 POSITIONAL_KINDS = (None, "FILE", "RUN_FOLDER...")  # none; at most one argument; any number of arguments
 USAGE_ERROR = 2  # exit status of a command line that names a wrong flag or argument (as argparse and absl use)
+
+
+def refuse(command: str, message: str) -> NoReturn:
+    """Exits with :data:`USAGE_ERROR` and one line on stderr: the command line itself is wrong (a flag missing,
+    unknown, malformed or contradicting another). Work that cannot be done with what is on disk exits 1 instead."""
+    print(f"transformer-jax {command}: {message}", file=sys.stderr)
+    sys.exit(USAGE_ERROR)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -132,16 +132,16 @@ def cli_errors(history) -> dict[str, subprocess.CompletedProcess]:
     return {name: finished(proc) for name, proc in procs.items()}
 
 
-@pytest.mark.parametrize("name, line", [
-    ("avg9", "transformer-jax decode: Cannot average the last 9 checkpoints: the run has 2 on its step schedule"),
-    ("123", "transformer-jax evaluate: No checkpoint at step 123; available: 20, 24."),
-    ("avgx", "transformer-jax decode: Bad checkpoint 'avgx': use latest, a step number, or avgN (e.g. avg5)."),
-    ("best", "transformer-jax evaluate: Bad checkpoint 'best': use latest, a step number, or avgN (e.g. avg5)."),
-    ("last9", "transformer-jax average: Cannot average the last 9 checkpoints: the run has 2 on its step schedule"),
+@pytest.mark.parametrize("name, status, line", [  # 2: the command line is wrong; 1: the run lacks the checkpoint
+    ("avg9", 1, "transformer-jax decode: Cannot average the last 9 checkpoints: the run has 2 on its step schedule"),
+    ("123", 1, "transformer-jax evaluate: No checkpoint at step 123; available: 20, 24."),
+    ("avgx", 2, "transformer-jax decode: --checkpoint=avgx: use latest, a step number, or avgN (e.g. avg5)."),
+    ("best", 2, "transformer-jax evaluate: --checkpoint=best: use latest, a step number, or avgN (e.g. avg5)."),
+    ("last9", 1, "transformer-jax average: Cannot average the last 9 checkpoints: the run has 2 on its step schedule"),
 ])
-def test_the_cli_says_it_in_one_line(cli_errors, name, line):
+def test_the_cli_says_it_in_one_line(cli_errors, name, status, line):
     proc = cli_errors[name]
-    assert proc.returncode == 1, (proc.returncode, proc.stderr)
+    assert proc.returncode == status, (proc.returncode, proc.stderr)
     lines = [text for text in proc.stderr.splitlines() if text.strip()]
     assert "Traceback" not in proc.stderr and len(lines) == 1, proc.stderr
     assert lines[0].startswith(line), lines[0]

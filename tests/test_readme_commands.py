@@ -40,7 +40,7 @@ def _commands(text: str) -> list[str]:
     """The ``transformer-jax`` command lines of ``text``: in ```bash blocks (continuations joined, comments and a
     leading ``echo ... |`` dropped) and in inline code spans."""
     found = []
-    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+    for block in re.findall(r"```bash\n(.*?)```", text, re.DOTALL):
         for line in block.replace("\\\n", " ").splitlines():
             line = line.split(" | ")[-1].strip() if "| transformer-jax" in line else line.strip()
             if line.startswith("transformer-jax "):
@@ -101,7 +101,7 @@ def test_documented_command_is_a_valid_command_line(document, command, capsys):
 
 def test_the_readme_test_command_is_what_ci_runs():
     readme = _read("README.md")
-    command = re.search(r"^(pip install -q -e \"\.\[test\]\" && python -m pytest.*)$", readme, re.M)
+    command = re.search(r"^(pip install -q -e \"\.\[test\]\" && python -m pytest.*)$", readme, re.MULTILINE)
     assert command, "README.md has no test command"
     assert command.group(1) in _read(".ci/run").splitlines()
 
@@ -115,7 +115,7 @@ def _slug(heading: str) -> str:
 def _links():
     cases = []
     for document in DOCUMENTS + ["experiments/results/README.md"]:
-        text = re.sub(r"```.*?```", "", _read(document), flags=re.S)
+        text = re.sub(r"```.*?```", "", _read(document), flags=re.DOTALL)
         for link in re.findall(r"\]\(([^)\s]+)\)", text):
             if not re.match(r"[a-z]+://", link):
                 cases.append(pytest.param(document, link, id=f"{document} -> {link}"))
@@ -130,5 +130,5 @@ def test_relative_links_lead_to_files_and_headings(document, link):
     assert os.path.exists(file), f"{document}: link to missing {path}"
     if anchor and file.endswith(".md"):
         with open(file) as f:
-            headings = re.findall(r"^#+ (.+)$", re.sub(r"```.*?```", "", f.read(), flags=re.S), re.M)
+            headings = re.findall(r"^#+ (.+)$", re.sub(r"```.*?```", "", f.read(), flags=re.DOTALL), re.MULTILINE)
         assert anchor in {_slug(h) for h in headings}, f"{document}: no heading #{anchor} in {path or document}"

@@ -25,6 +25,11 @@ USAGE = {
     "compare_nothing": ["compare"],
     "attention_twice": ["attention", "--workdir={tmp}/run", "--input=A dog.", "--split=dev", "--index=1",
                         "--out={tmp}/att"],
+    "evaluate_split": ["evaluate", "--workdir={tmp}/run"],
+    "evaluate_grid_test": ["evaluate", "--workdir={tmp}/run", "--split=test", "--grid=decode.beam_size=1,4"],
+    "decode_workdir": ["decode", "--input={tmp}/in.txt"],
+    "decode_checkpoint": ["decode", "--workdir={tmp}/run", "--checkpoint=best"],
+    "average_workdir": ["average", "--last=5"],
 }
 RUNTIME = {  # well-formed command lines whose work cannot be done: status 1
     "compare_no_run": ["compare", "{tmp}"],
