@@ -124,6 +124,9 @@ def decode_config() -> ml_collections.ConfigDict:
     d.temperature = 1.0
     d.top_k = 0
     d.top_p = 1.0
+    # Parsing only (§6.3; beyond the paper): beam search takes only pieces after which the output can still end as
+    # one tree over exactly the input's words (transformer_jax/parsing/constraint.py); no output needs repair.
+    d.tree_constraint = False
     return d
 
 

@@ -49,4 +49,5 @@ def get_config() -> ml_collections.ConfigDict:
     dec.beam_size = 21  # §6.3
     dec.length_penalty = 0.3  # §6.3: α
     dec.max_length_offset = 300  # §6.3: maximum output length = input length + 300
+    dec.tree_constraint = True  # beyond the paper: well-formed trees by construction (configs/base.py)
     return c

@@ -11,8 +11,9 @@ import pytest
 
 from transformer_jax.data import synthetic
 from transformer_jax.data.tokenizer import EOS_ID, Tokenizer
+from transformer_jax.decode.beam_search import Constraint, beam_search, greedy_search
 from transformer_jax.parsing.constraint import WORD_BOUNDARY, TreeConstraint, tree_symbols
-from transformer_jax.parsing.trees import delinearize, linearize
+from transformer_jax.parsing.trees import TreeError, delinearize, linearize
 
 
 class PieceList:
@@ -215,3 +216,118 @@ def test_tree_symbols_and_bad_vocabularies():
     assert tree_symbols(["(S (NP DT NN )NP . )S"], pos_tags=True) == (["NP", "S"], [".", "DT", "NN"])
     with pytest.raises(ValueError, match="starts with"):  # symbols that do not start a word: no boundary
         TreeConstraint(PieceList(["(", ")", "S", "XX"], boundary=""), ["S"], eos_id=EOS_ID)
+
+
+# -- the constraint in the search (config.decode.tree_constraint) ----------------------------------------------------
+
+PRIME = 1009
+
+
+def scripted_parser(tokenizer, trees, noise, bonus, seed=0):
+    """A step function that prefers each sentence's gold linearisation (``bonus`` on its next piece) over random
+    logits (``noise`` × a fixed random function of the prefix, EOS 10 lower: it rarely ends by chance); cache rows:
+    prefix hash, step, sentence. A piece that beats the gold one replaces it (the gold goes on a step later)."""
+    gold = [ids_of(tokenizer, linearize(tree)) for tree in trees]
+    length = max(map(len, gold))
+    table = jnp.asarray(np.stack([np.pad(g, (0, length + 64 - len(g)), constant_values=EOS_ID) for g in gold]))
+    noise_table = np.random.default_rng(seed).normal(size=(PRIME, tokenizer.vocab_size)) * noise
+    noise_table[:, EOS_ID] -= 10.0
+    noise_table = jnp.asarray(noise_table, jnp.float32)
+
+    def step(tokens, cache):
+        h = jnp.where(cache["step"] == 0, cache["hash"], (cache["hash"] * 31 + tokens + 1) % PRIME)
+        want = table[cache["sentence"], cache["step"]]  # [rows]: the gold piece
+        boost = bonus + 10.0 * (want == EOS_ID)  # the gold EOS gets back what EOS lost
+        logits = noise_table[h] + boost[:, None] * jax.nn.one_hot(want, tokenizer.vocab_size)
+        return logits, {"hash": h, "step": cache["step"] + 1, "sentence": cache["sentence"]}
+
+    def cache(copies):
+        sentence = jnp.repeat(jnp.arange(len(trees), dtype=jnp.int32), copies)
+        return {"hash": (sentence * 577 + 3) % PRIME, "step": jnp.zeros_like(sentence), "sentence": sentence}
+
+    return step, cache, np.array([len(g) for g in gold])
+
+
+def is_tree(tokenizer, ids, words):
+    """Whether output ``ids`` decode to one tree over ``words``."""
+    try:
+        delinearize(tokenizer.decode(ids), words)
+    except TreeError:
+        return False
+    return True
+
+
+def in_constraint_language(tokenizer, ids, words, labels):
+    """A tree over ``words`` as the constraint writes trees: known labels, each symbol closed by its own label (not
+    a bare ")"), every symbol spelled as the tokenizer spells it (the constraint allows no other segmentation)."""
+    ids = ids[: ids.index(EOS_ID) + 1] if EOS_ID in ids else ids
+    text = tokenizer.decode(ids)
+    symbols = {"XX", *(f"{b}{label}" for label in labels for b in "()")}
+    return (is_tree(tokenizer, ids, words) and set(text.split()) <= symbols
+            and ids == tokenizer.encode(" ".join(text.split())))
+
+
+@pytest.mark.parametrize("beam, bonus", [(1, 5.5), (4, 7.0)])  # about half the free outputs are trees
+def test_constrained_search_agrees_where_the_free_best_is_a_tree_and_is_always_one(beam, bonus, small_vocab,
+                                                                                    parse_data):
+    trees = [tree for _, tree in parse_data["test"][:48]]
+    labels, leaves = tree_symbols(linearize(tree) for _, tree in parse_data["train"])
+    constraint = TreeConstraint(small_vocab, labels, leaves, eos_id=EOS_ID)
+    step, cache, gold_lengths = scripted_parser(small_vocab, trees, noise=1.0, bonus=bonus)
+    batch, max_len = len(trees), int(gold_lengths.max()) + 12
+    n_words = jnp.asarray([len(tree.leaves()) for tree in trees], jnp.int32)
+
+    def search(constrained):
+        guard = Constraint(constraint.init(jnp.repeat(n_words, beam)), constraint.allowed, constraint.advance)
+        return beam_search(step, cache(beam), batch_size=batch, beam_size=beam, max_decode_len=max_len,
+                           max_lengths=jnp.asarray(gold_lengths + 12), length_penalty=0.3, eos_id=EOS_ID,
+                           num_best=1, constraint=guard if constrained else None)
+
+    free, kept = jax.jit(lambda: search(False))(), jax.jit(lambda: search(True))()
+    words = [tree.leaves() for tree in trees]
+    free_trees = [in_constraint_language(small_vocab, free.sequences[b, 0].tolist(), words[b], labels)
+                  for b in range(batch)]
+    assert 12 <= sum(free_trees) <= batch - 12, sum(free_trees)  # both cases occur
+    for b in range(batch):
+        assert in_constraint_language(small_vocab, kept.sequences[b, 0].tolist(), words[b], labels)
+        if free_trees[b]:  # the mask removed only other hypotheses: the same best, with the model's own score
+            np.testing.assert_array_equal(kept.sequences[b], free.sequences[b])
+            np.testing.assert_array_equal(kept.scores[b], free.scores[b])
+
+
+def test_greedy_search_under_the_constraint_gives_trees(small_vocab, parse_data):
+    trees = [tree for _, tree in parse_data["test"][:32]]
+    labels, leaves = tree_symbols(linearize(tree) for _, tree in parse_data["train"])
+    constraint = TreeConstraint(small_vocab, labels, leaves, eos_id=EOS_ID)
+    step, cache, gold_lengths = scripted_parser(small_vocab, trees, noise=3.0, bonus=1.0)
+    n_words = jnp.asarray([len(tree.leaves()) for tree in trees], jnp.int32)
+    guard = Constraint(constraint.init(n_words), constraint.allowed, constraint.advance)
+    sequences, _ = greedy_search(step, cache(1), batch_size=len(trees), max_decode_len=int(gold_lengths.max()) + 8,
+                                 max_lengths=jnp.asarray(gold_lengths + 8), eos_id=EOS_ID, constraint=guard)
+    assert all(is_tree(small_vocab, sequences[b].tolist(), tree.leaves()) for b, tree in enumerate(trees))
+
+
+def test_translator_decodes_trees_under_config_decode_tree_constraint(small_vocab, parse_data):
+    """From the config to the search: a random Transformer's outputs are trees over the words with the constraint
+    (labels from the run's training trees, word counts from the encoded inputs), and mostly not without it."""
+    from flax import nnx
+
+    from transformer_jax.configs import base, parsing, parsing_demo
+    from transformer_jax.decode.translate import Translator
+    from transformer_jax.model.transformer import Transformer
+
+    assert parsing.get_config().decode.tree_constraint and parsing_demo.get_config().decode.tree_constraint
+    assert not base.get_config().decode.tree_constraint
+    config = parsing_demo.get_config()
+    config.data.synthetic.update(train_size=1500, dev_size=10, test_size=200)  # the fixture's trees
+    config.model.update(vocab_size=small_vocab.vocab_size, d_model=32, d_ff=64, num_heads=2, d_k=16, d_v=16,
+                        num_encoder_layers=1, num_decoder_layers=1, max_len=80)
+    config.decode.update(beam_size=2, batch_size=8, max_length_offset=40)
+    graphdef, params = nnx.split(Transformer(config.model, rngs=nnx.Rngs(0)))
+    sentences = [sentence for sentence, _ in parse_data["test"] if len(sentence.split()) <= 12][:8]
+    outputs = {}
+    for on in (True, False):
+        config.decode.tree_constraint = on
+        outputs[on] = Translator(config, graphdef, params, small_vocab).translate(sentences)
+    assert all(is_tree(small_vocab, small_vocab.encode(out), s.split()) for out, s in zip(outputs[True], sentences))
+    assert not any(is_tree(small_vocab, small_vocab.encode(out), s.split()) for out, s in zip(outputs[False], sentences))

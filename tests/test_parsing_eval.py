@@ -71,6 +71,7 @@ def test_a_parsing_run_is_scored_with_evalb_through_the_cli(tmp_path):
         result = json.load(f)
     assert {"precision", "recall", "f1", "exact_match", "repaired", "repair_rate", "len<=40"} <= set(result)
     assert result["sentences"] == 20 and result["errors"] == 0 and result["beam_size"] == 2
+    assert result["repaired"] == 0  # parsing_demo decodes under config.decode.tree_constraint: trees by construction
     with open(os.path.join(workdir, "parses_test.txt")) as f:
         parses = [read_trees(line)[0] for line in f]
     with open(os.path.join(workdir, "translations_test.txt")) as f:

@@ -19,6 +19,9 @@ Conventions shared by all three decoders:
   * ``lengths`` count those tokens, EOS included (the |Y| of the length penalty).
   * ``max_lengths[b]`` (clipped to ``[1, max_decode_len]``) is sentence b's maximum output length; a
     hypothesis that reaches it is finished there and returned whole (without EOS), never dropped.
+  * An optional `Constraint` (not in the paper; e.g. parsing's well-formed trees, config.decode.tree_constraint)
+    masks the tokens a hypothesis may take next: the mask sets log-probabilities to -inf before the top-k, so the
+    scores of the hypotheses it keeps are the model's own, unnormalised over the allowed tokens.
 """
 
 from __future__ import annotations
@@ -31,6 +34,22 @@ import jax.numpy as jnp
 
 StepFn = Callable[[jax.Array, Any], tuple[jax.Array, Any]]
 ReorderFn = Callable[[Any, jax.Array], Any]  # (cache, parent int32[B, K]) -> cache
+
+
+class Constraint(NamedTuple):
+    """Which tokens each hypothesis may take next (transformer_jax/parsing/constraint.py is one).
+
+    Attributes:
+        state: a pytree whose leaves have one row per hypothesis (beam search: [B*K, ...], row b*K + j is
+            hypothesis j of sentence b, reordered with `gather_rows`; greedy search and sampling: [B, ...]).
+        allowed: ``(state, budget int32[rows]) -> bool[rows, V]``, ``budget`` being the output positions left
+            after the token taken now (max length - tokens so far - 1).
+        advance: ``(state, tokens int32[rows]) -> state`` once each hypothesis took its token.
+    """
+
+    state: Any
+    allowed: Callable[[Any, jax.Array], jax.Array]
+    advance: Callable[[Any, jax.Array], Any]
 
 _NEG_INF = float("-inf")  # impossible / empty slots; log-probs and scores are compared, never subtracted
 
@@ -86,6 +105,7 @@ class _BeamState(NamedTuple):
     finished_seqs: jax.Array  # int32[B, K, L]
     finished_lengths: jax.Array  # int32[B, K]
     cache: Any  # leaves [B*K, ...]
+    constraint_state: Any  # the Constraint's state, leaves [B*K, ...] (None without one)
 
 
 def _can_stop(s: _BeamState, max_len: jax.Array, length_penalty: float, num_best: int) -> jax.Array:
@@ -120,6 +140,7 @@ def beam_search(
     start_id: int = 0,
     num_best: int | None = None,
     reorder_fn: ReorderFn = gather_rows,
+    constraint: Constraint | None = None,
 ) -> BeamOutput:
     """Beam search with the GNMT length penalty and early termination (§6.1: beam 4, α = 0.6).
 
@@ -151,6 +172,8 @@ def beam_search(
         start_id: token fed at the first step (PAD = 0, as in tensor2tensor).
         num_best: hypotheses returned per sentence, ≤ beam_size; default beam_size.
         reorder_fn: ``(cache, parent int32[B, K]) -> cache`` after each re-ranking; default `gather_rows`.
+        constraint: optional `Constraint` on the tokens each hypothesis may take (state rows [B*K, ...]); a
+            hypothesis left with no allowed token drops out.
 
     Returns:
         `BeamOutput` with [B, num_best, ...] arrays, best first.
@@ -168,6 +191,7 @@ def beam_search(
         num_best=num_best,
         early_stop=True,
         reorder_fn=reorder_fn,
+        constraint=constraint,
     )
     return output
 
@@ -186,6 +210,7 @@ def _beam_search(
     num_best: int | None,
     early_stop: bool,
     reorder_fn: ReorderFn = gather_rows,
+    constraint: Constraint | None = None,
 ) -> tuple[BeamOutput, jax.Array]:
     """`beam_search`, also returning the number of steps run; ``early_stop=False`` runs every step (tests)."""
     b_size, k, length = batch_size, beam_size, max_decode_len
@@ -204,6 +229,10 @@ def _beam_search(
         logits, new_cache = step_fn(s.live_tokens.reshape(b_size * k), s.cache)  # [B*K, V]
         vocab = logits.shape[-1]
         log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1).reshape(b_size, k, vocab)
+        if constraint is not None:  # tokens a hypothesis may not take are impossible (scores stay the model's)
+            budget = jnp.repeat(max_len - s.step - 1, k)  # [B*K]: positions left after this token
+            allowed = constraint.allowed(s.constraint_state, budget).reshape(b_size, k, vocab)
+            log_probs = jnp.where(allowed, log_probs, _NEG_INF)
         log_probs = log_probs + s.live_logprobs[:, :, None]  # [B, K, V]
         # 2K candidates: even if K of them end with EOS, K live ones remain.
         num_cand = min(2 * k, k * vocab)  # 2K unless the vocabulary is tiny
@@ -221,6 +250,10 @@ def _beam_search(
         live_seqs = jnp.take_along_axis(s.live_seqs, live_parent[:, :, None], axis=1)  # [B, K, L]
         live_seqs = jax.lax.dynamic_update_slice(live_seqs, live_tokens[:, :, None], (0, 0, s.step))
         cache = reorder_fn(new_cache, live_parent)
+        constraint_state = s.constraint_state
+        if constraint is not None:
+            constraint_state = constraint.advance(gather_rows(constraint_state, live_parent),
+                                                  live_tokens.reshape(b_size * k))
 
         # Finished: merge the K kept with the 2K candidates by score; only the winners' sequences are built.
         cand_scores = jnp.where(ends, cand_logprobs / length_normalizer(cand_len, length_penalty),
@@ -250,6 +283,7 @@ def _beam_search(
             finished_seqs=finished_seqs,
             finished_lengths=finished_lengths,
             cache=cache,
+            constraint_state=constraint_state,
         )
 
     # Only beam 0 is live at first, so the K initial (identical) hypotheses do not fill the beam with copies.
@@ -262,6 +296,7 @@ def _beam_search(
         finished_seqs=jnp.zeros((b_size, k, length), jnp.int32),
         finished_lengths=jnp.zeros((b_size, k), jnp.int32),
         cache=cache,
+        constraint_state=None if constraint is None else constraint.state,
     )
     final = jax.lax.while_loop(cond_fn, body_fn, init)
     # Every hypothesis finishes by its max length, so the finished set is complete; empty slots (fewer than
@@ -281,6 +316,7 @@ class _SeqState(NamedTuple):
     finished: jax.Array  # bool[B]
     lengths: jax.Array  # int32[B]
     cache: Any  # leaves [B, ...]
+    constraint_state: Any  # the Constraint's state, leaves [B, ...] (None without one)
 
 
 def _sequential_decode(
@@ -293,8 +329,10 @@ def _sequential_decode(
     max_lengths: jax.Array | None,
     eos_id: int,
     start_id: int,
+    constraint: Constraint | None,
 ) -> tuple[jax.Array, jax.Array]:
-    """One-hypothesis-per-sentence decoding loop; ``choose(logits [B, V] fp32, step) -> int32[B]``."""
+    """One-hypothesis-per-sentence decoding loop; ``choose(logits [B, V] fp32, step) -> int32[B]`` (tokens the
+    ``constraint`` does not allow have logit -inf)."""
     max_len = _max_lengths(max_lengths, batch_size, max_decode_len)  # [B]
 
     def cond_fn(s: _SeqState) -> jax.Array:
@@ -302,12 +340,16 @@ def _sequential_decode(
 
     def body_fn(s: _SeqState) -> _SeqState:
         logits, cache = step_fn(s.tokens, s.cache)  # [B, V]
-        token = choose(logits.astype(jnp.float32), s.step).astype(jnp.int32)  # [B]
+        logits = logits.astype(jnp.float32)
+        if constraint is not None:
+            logits = jnp.where(constraint.allowed(s.constraint_state, max_len - s.step - 1), logits, _NEG_INF)
+        token = choose(logits, s.step).astype(jnp.int32)  # [B]
         token = jnp.where(s.finished, 0, token)  # 0-pad after EOS
         seqs = jax.lax.dynamic_update_slice(s.seqs, token[:, None], (0, s.step))
         ends = ~s.finished & ((token == eos_id) | (s.step + 1 >= max_len))
         lengths = jnp.where(ends, s.step + 1, s.lengths)
-        return _SeqState(s.step + 1, token, seqs, s.finished | ends, lengths, cache)
+        constraint_state = s.constraint_state if constraint is None else constraint.advance(s.constraint_state, token)
+        return _SeqState(s.step + 1, token, seqs, s.finished | ends, lengths, cache, constraint_state)
 
     init = _SeqState(
         step=jnp.zeros((), jnp.int32),
@@ -316,6 +358,7 @@ def _sequential_decode(
         finished=jnp.zeros((batch_size,), bool),
         lengths=jnp.zeros((batch_size,), jnp.int32),
         cache=cache,
+        constraint_state=None if constraint is None else constraint.state,
     )
     final = jax.lax.while_loop(cond_fn, body_fn, init)
     return final.seqs, final.lengths
@@ -330,6 +373,7 @@ def greedy_search(
     max_lengths: jax.Array | None = None,
     eos_id: int,
     start_id: int = 0,
+    constraint: Constraint | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """Greedy (argmax) decoding, the beam-size-1 baseline of §6.1; stops once every sentence is finished.
 
@@ -341,6 +385,7 @@ def greedy_search(
         max_lengths: optional int32[B] per-sentence maximum output length.
         eos_id: end-of-sentence token id.
         start_id: token fed at the first step.
+        constraint: optional `Constraint` on the tokens each sentence may take (state rows [B, ...]).
 
     Returns:
         (sequences int32[B, L] EOS included and 0-padded, lengths int32[B] incl. EOS).
@@ -354,6 +399,7 @@ def greedy_search(
         max_lengths=max_lengths,
         eos_id=eos_id,
         start_id=start_id,
+        constraint=constraint,
     )
 
 
@@ -390,6 +436,7 @@ def sample(
     temperature: float = 1.0,
     top_k: int = 0,
     top_p: float = 1.0,
+    constraint: Constraint | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """Ancestral sampling with temperature, top-k and nucleus (top-p) filtering (not in the paper; for study).
 
@@ -405,6 +452,7 @@ def sample(
         temperature: logits are divided by it; 0 means greedy.
         top_k: keep only the k most probable tokens (0 = all).
         top_p: keep the smallest most-probable set with mass ≥ top_p (1.0 = all).
+        constraint: optional `Constraint` on the tokens each sentence may take (state rows [B, ...]).
 
     Returns:
         (sequences int32[B, L] EOS included and 0-padded, lengths int32[B] incl. EOS).
@@ -427,4 +475,5 @@ def sample(
         max_lengths=max_lengths,
         eos_id=eos_id,
         start_id=start_id,
+        constraint=constraint,
     )

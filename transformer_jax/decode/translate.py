@@ -3,7 +3,8 @@
 Cross-attention K/V are computed once per sentence (``Transformer.prepare_memory``) and shared by its beams;
 the self-attention cache is written in place, and re-ranking beams moves only its ancestry table. Every decoding
 setting comes from ``config.decode``; one jitted function is compiled per (batch, source length) shape, and
-evaluation batches come in a handful of lengths (powers of two).
+evaluation batches come in a handful of lengths (powers of two). A parsing run with ``config.decode.tree_constraint``
+decodes under `transformer_jax.parsing.constraint` (beyond the paper): every output is a tree over the input's words.
 """
 
 from collections.abc import Sequence
@@ -16,14 +17,32 @@ from tqdm import tqdm
 
 from transformer_jax import sharding
 from transformer_jax.data.batching import eval_batches
-from transformer_jax.data.tokenizer import EOS_ID, Tokenizer
-from transformer_jax.decode.beam_search import beam_search, greedy_search, sample
+from transformer_jax.data.sources import get_source
+from transformer_jax.data.tokenizer import EOS_ID, PAD_ID, Tokenizer
+from transformer_jax.decode.beam_search import Constraint, beam_search, greedy_search, sample
 from transformer_jax.model.transformer import START_ID
+from transformer_jax.parsing.constraint import TreeConstraint, tree_symbols
+
+
+def tree_constraint(config: ml_collections.ConfigDict, tokenizer: Tokenizer) -> TreeConstraint | None:
+    """The well-formed-tree constraint of a parsing run with ``config.decode.tree_constraint``, else None.
+
+    An output may use the constituent labels (and, with ``config.data.pos_tags``, the POS tags) of the run's
+    training trees, spelled as its tokenizer spells them.
+    """
+    if config.get("task", "translation") != "parsing" or not config.decode.get("tree_constraint", False):
+        return None
+    pos_tags = bool(config.data.get("pos_tags", False))
+    labels, leaves = tree_symbols((target for _, target in get_source(config.data).pairs("train")), pos_tags)
+    return TreeConstraint(tokenizer, labels, leaves, eos_id=EOS_ID, pad_id=PAD_ID)
 
 
 def make_decode_fn(config: ml_collections.ConfigDict, graphdef: nnx.GraphDef, *, forced_length: int | None = None,
-                   cache_length: int | None = None):
+                   cache_length: int | None = None, constraint: TreeConstraint | None = None):
     """A jitted ``fn(params, inputs int32[B, S], rng) -> int32[B, T]`` of best output ids (T = S + offset).
+
+    ``constraint`` (`tree_constraint`): each output is a tree over its input's words (their count read from
+    ``inputs``).
 
     For benchmarks (bench/decode_throughput.py, the peers' setting): ``forced_length`` forbids EOS and makes every
     sentence exactly that long; ``cache_length`` replaces the cache length ``min(S + offset, max_len)``.
@@ -49,6 +68,9 @@ def make_decode_fn(config: ml_collections.ConfigDict, graphdef: nnx.GraphDef, *,
 
         common = dict(batch_size=batch_size, max_decode_len=max_decode_len, max_lengths=max_lengths,
                       eos_id=EOS_ID, start_id=START_ID)
+        if constraint is not None:
+            state = constraint.init(jnp.repeat(constraint.count_words(inputs), beams))  # [B*beams]
+            common["constraint"] = Constraint(state, constraint.allowed, constraint.advance)
         if d.method == "beam":
             return beam_search(step_fn, cache, beam_size=d.beam_size, length_penalty=d.length_penalty, num_best=1,
                                reorder_fn=model.reorder_cache, **common).sequences[:, 0]
@@ -69,7 +91,7 @@ class Translator:
                  tokenizer: Tokenizer, mesh: jax.sharding.Mesh | None = None):
         self.config, self.params, self.tokenizer = config, params, tokenizer
         self.mesh = mesh
-        self.decode_fn = make_decode_fn(config, graphdef)
+        self.decode_fn = make_decode_fn(config, graphdef, constraint=tree_constraint(config, tokenizer))
         self.rng = jax.random.PRNGKey(config.seed)
 
     def translate_batches(self, batches: Sequence[dict], progress: bool = False) -> list[str]:
