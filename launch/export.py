@@ -20,18 +20,14 @@ import sys
 from absl import flags
 
 from transformer_jax.export import exported
-from transformer_jax.export.ctranslate2 import QUANTIZATIONS, NotExpressible
+from transformer_jax.export.ctranslate2 import NotExpressible
 from transformer_jax.launch import compare, logs
-from transformer_jax.launch.cli import USAGE_ERROR
-from transformer_jax.launch.flags import CHECKPOINT, JSON, WORKDIR
-from transformer_jax.launch.verbs import Verb
+from transformer_jax.launch.flags import CHECKPOINT, JSON, QUANTIZATION, WORKDIR
+from transformer_jax.launch.verbs import Verb, refuse
 from transformer_jax.run import folder
 
 FORMAT = flags.DEFINE_enum("format", exported.ENGINE, [exported.ENGINE], "The engine to export for.")
-QUANTIZATION = flags.DEFINE_enum("quantization", "none", list(QUANTIZATIONS),
-                                 "How the weights are stored: none (float32, as trained), int8 (int8 matrices, float32 "
-                                 "elsewhere on a CPU; int8_float32 is the same), float16.")
-for _name in ("workdir", "checkpoint", "json", "out"):
+for _name in ("workdir", "checkpoint", "json", "out", "quantization"):
     flags.declare_key_flag(_name)
 # --out is compare's flag in absl's one namespace (importing compare defines it): shared, with its meaning here.
 VERB = Verb("export", flag_hints={"config": "export reads the run's config.json; the model is fixed by training."},
@@ -43,13 +39,12 @@ def main(argv: list[str]) -> None:
     del argv
     logs.setup()
     if not WORKDIR.value:
-        sys.exit("transformer-jax export: --workdir is required (the folder of a trained run).")
+        refuse("export", "--workdir is required (the folder of a trained run).")
     out = compare.OUT.value or folder.export_path(WORKDIR.value, FORMAT.value, CHECKPOINT.value, QUANTIZATION.value)
     try:
         record = exported.export(WORKDIR.value, CHECKPOINT.value, QUANTIZATION.value, out)
-    except NotExpressible as e:
-        print(f"transformer-jax export: CTranslate2 cannot express this model: {e}", file=sys.stderr)
-        sys.exit(USAGE_ERROR)  # a model the format cannot express: a wrong command line, as a bad flag is
+    except NotExpressible as e:  # the command line asks for what the format cannot express: status 2
+        refuse("export", f"CTranslate2 cannot express this model: {e}")
     except (ValueError, OSError, ImportError) as e:  # no run, a bad checkpoint name, no ctranslate2, a bad --out
         sys.exit(f"transformer-jax export: {e}")
     if JSON.value:

@@ -11,6 +11,7 @@ from ml_collections import config_flags
 
 from transformer_jax import configs
 from transformer_jax.experiments import EXPERIMENTS
+from transformer_jax.export import ENGINES, QUANTIZATIONS
 from transformer_jax.run import checkpoint_spec
 
 CONFIGS_DIR = os.path.dirname(os.path.abspath(configs.__file__))
@@ -30,6 +31,13 @@ WORKDIR = flags.DEFINE_string("workdir", None, "Run folder: config.json, vocab.m
 JSON = flags.DEFINE_bool("json", False, "Print the result as one JSON object (the last line printed).")
 CHECKPOINT = flags.DEFINE_string(
     "checkpoint", "latest", "Which checkpoint to restore: latest, a step number, or avgN (average of the last N).")
+ENGINE = flags.DEFINE_enum(
+    "engine", "jax", list(ENGINES), "What decodes: jax (this library's beam search) or ctranslate2 (the checkpoint "
+    "exported to CTranslate2 into the run folder, reused while up to date; the [ctranslate2] extra), under the same "
+    "config.decode (beam, α, maximum length).")
+QUANTIZATION = flags.DEFINE_enum(
+    "quantization", "none", list(QUANTIZATIONS), "How a CTranslate2 export stores the weights: none (float32, as "
+    "trained), int8 (int8 matrices, float32 elsewhere on a CPU; int8_float32 is the same) or float16.")
 EXPERIMENT = flags.DEFINE_enum("experiment", "table3", EXPERIMENTS,
                                "Named sweep of experiments/ (sweep: the one to run; compare: the paper's columns).")
 TARGET = flags.DEFINE_string(

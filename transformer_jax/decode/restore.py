@@ -102,6 +102,14 @@ def _restore_params(checkpointer: Checkpointer, step: int, setup, workdir: str) 
     return jax.device_put(params, setup.param_shardings)
 
 
+def load_tokenizer(workdir: str, config: ml_collections.ConfigDict) -> Tokenizer:
+    """The run's vocabulary (§5.1), checked against its config; FileNotFoundError when the run has none."""
+    vocab = os.path.join(workdir, VOCAB_FILENAME)
+    if not os.path.exists(vocab):
+        raise FileNotFoundError(f"No {VOCAB_FILENAME} in {workdir}: the run's vocabulary is needed to decode.")
+    return Tokenizer.load(vocab, expected_vocab_size=config.model.vocab_size)
+
+
 def restore_run(workdir: str, checkpoint: str = "latest", mesh_config=None,
                 config: ml_collections.ConfigDict | None = None) -> RestoredRun:
     """Restores config, tokenizer and parameters of ``workdir`` onto a mesh (default: the run's mesh config).
@@ -110,10 +118,7 @@ def restore_run(workdir: str, checkpoint: str = "latest", mesh_config=None,
     ``config.decode`` overrides: launch/overrides.py), returned in the RestoredRun; None reads config.json.
     """
     config = load_config(workdir) if config is None else config
-    vocab = os.path.join(workdir, VOCAB_FILENAME)
-    if not os.path.exists(vocab):
-        raise FileNotFoundError(f"No {VOCAB_FILENAME} in {workdir}: the run's vocabulary is needed to decode.")
-    tokenizer = Tokenizer.load(vocab, expected_vocab_size=config.model.vocab_size)
+    tokenizer = load_tokenizer(workdir, config)
     mesh = sharding.make_mesh(mesh_config or config.train.mesh)
     setup = model_setup(config, mesh)  # parameters only: decoding builds no optimizer
     averaged = folder.averaged_path(workdir, checkpoint)

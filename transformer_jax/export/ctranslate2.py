@@ -37,12 +37,10 @@ import ml_collections
 import numpy as np
 
 from transformer_jax.data.tokenizer import EOS_ID, PAD_ID, UNK_ID, Tokenizer
+from transformer_jax.export import QUANTIZATIONS
 from transformer_jax.model.embedding import sinusoidal_table
 
 INSTALL = 'pip install -e ".[ctranslate2]"'
-# --quantization: how the weights are stored ("none": float32, as trained). CTranslate2 computes int8 matrices with
-# float32 elsewhere on a CPU ("int8" and "int8_float32" are then the same), float16 on a GPU.
-QUANTIZATIONS = ("none", "int8", "int8_float32", "float16")
 
 
 class NotExpressible(ValueError):
@@ -183,8 +181,14 @@ def _empty_spec(m: ml_collections.ConfigDict):
     return specs.TransformerSpec(encoder, decoder)
 
 
-def transformer_spec(config: ml_collections.ConfigDict, params, tokenizer: Tokenizer):
-    """The ``ctranslate2.specs.TransformerSpec`` of a model: ``config.model``, its parameters, its vocabulary.
+def vocabulary(tokenizer: Tokenizer) -> list[str]:
+    """§5.1: the shared SentencePiece vocabulary's pieces in id order, the CTranslate2 model's tokens."""
+    return [tokenizer.id_to_piece(i) for i in range(tokenizer.vocab_size)]
+
+
+def transformer_spec(config: ml_collections.ConfigDict, params, pieces: list[str]):
+    """The ``ctranslate2.specs.TransformerSpec`` of a model: ``config.model``, its parameters, its vocabulary
+    (``pieces``: the token of each id, :func:`vocabulary`).
 
     Raises:
         NotExpressible: a configuration CTranslate2 cannot compute (:func:`check_expressible`).
@@ -196,7 +200,6 @@ def transformer_spec(config: ml_collections.ConfigDict, params, tokenizer: Token
     p = flat_params(params)
     _set_stack(spec.encoder, m, p, "source")
     _set_stack(spec.decoder, m, p, "target")
-    pieces = [tokenizer.id_to_piece(i) for i in range(tokenizer.vocab_size)]
     spec.register_source_vocabulary(pieces)
     spec.register_target_vocabulary(pieces)
     c = spec.config

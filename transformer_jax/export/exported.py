@@ -10,8 +10,9 @@ run/folder.py) and reuse it while it is up to date: the same checkpoint steps (a
 import json
 import os
 
-from transformer_jax.data.tokenizer import VOCAB_FILENAME, Tokenizer
-from transformer_jax.decode.restore import named_steps, restore_run
+import ml_collections
+
+from transformer_jax.decode.restore import load_tokenizer, named_steps, restore_run
 from transformer_jax.export import ctranslate2 as ct2
 from transformer_jax.run import folder
 
@@ -20,14 +21,15 @@ RECORD_FILE = "transformer_jax_export.json"
 EXPORTER_VERSION = 1  # raise when transformer_jax/export/ctranslate2.py maps anything differently: exports redone
 
 
-def record(workdir: str, checkpoint: str, quantization: str, steps: list[int] | None = None) -> dict:
-    """What an up-to-date export of ``checkpoint`` (``steps``: the ones it names now) with ``quantization`` holds."""
-    config = folder.load_config(workdir)
-    tokenizer = Tokenizer.load(os.path.join(workdir, VOCAB_FILENAME), expected_vocab_size=config.model.vocab_size)
+def record(workdir: str, checkpoint: str, quantization: str, steps: list[int] | None = None,
+           config: ml_collections.ConfigDict | None = None) -> dict:
+    """What an up-to-date export of ``checkpoint`` (``steps``: the ones it names now) with ``quantization`` holds
+    (``config``: the run's, None reads its config.json)."""
+    config = folder.load_config(workdir) if config is None else config
+    steps = named_steps(workdir, checkpoint, config) if steps is None else steps
     return {"engine": ENGINE, "exporter_version": EXPORTER_VERSION, "ctranslate2": ct2.require().__version__,
-            "checkpoint": checkpoint,
-            "steps": list(steps if steps is not None else named_steps(workdir, checkpoint)),
-            "quantization": quantization, "vocabulary": tokenizer.fingerprint}
+            "checkpoint": checkpoint, "steps": list(steps), "quantization": quantization,
+            "vocabulary": load_tokenizer(workdir, config).fingerprint}
 
 
 def read_record(out: str) -> dict | None:
@@ -47,34 +49,36 @@ def _check_out(out: str) -> None:
         raise ValueError(f"--out={out} is a file; give a folder.")
 
 
-def export(workdir: str, checkpoint: str, quantization: str, out: str) -> dict:
+def export(workdir: str, checkpoint: str, quantization: str, out: str,
+           config: ml_collections.ConfigDict | None = None) -> dict:
     """Restores (or averages) ``checkpoint`` of ``workdir`` and writes it to ``out`` as a CTranslate2 model whose
-    weights are stored as ``quantization``; returns its record.
+    weights are stored as ``quantization``; returns its record. ``config``: the run's (None reads config.json).
 
     Raises:
         NotExpressible: the run's model is one CTranslate2 cannot compute (checked before anything is restored).
         ValueError, OSError: a bad checkpoint name, a missing run or checkpoint, an ``out`` that is no export.
         ImportError: ctranslate2 is not installed.
     """
-    if quantization not in ct2.QUANTIZATIONS:
-        raise ValueError(f"Unknown quantization {quantization!r}; valid: {', '.join(ct2.QUANTIZATIONS)}.")
-    ct2.check_expressible(folder.load_config(workdir).model)
+    config = folder.load_config(workdir) if config is None else config
+    ct2.check_expressible(config.model)
     ct2.require()
     _check_out(out)
-    run = restore_run(workdir, checkpoint)
-    ct2.save(ct2.transformer_spec(run.config, run.params, run.tokenizer), out, quantization)
-    written = record(workdir, checkpoint, quantization, list(run.steps))
+    run = restore_run(workdir, checkpoint, config=config)
+    ct2.save(ct2.transformer_spec(run.config, run.params, ct2.vocabulary(run.tokenizer)), out, quantization)
+    written = record(workdir, checkpoint, quantization, list(run.steps), config)
     with open(os.path.join(out, RECORD_FILE), "w") as f:
         json.dump({**written, "workdir": os.path.abspath(workdir)}, f, indent=2)  # (where from: not compared)
     return written
 
 
-def up_to_date(workdir: str, checkpoint: str, quantization: str) -> tuple[str, bool]:
+def up_to_date(workdir: str, checkpoint: str, quantization: str,
+               config: ml_collections.ConfigDict | None = None) -> tuple[str, bool]:
     """The run folder's export of ``checkpoint`` with ``quantization``, made or remade if it is missing or stale:
-    (its folder, whether it was reused as it was)."""
+    (its folder, whether it was reused as it was). ``config``: the run's (None reads config.json)."""
+    config = folder.load_config(workdir) if config is None else config
     out = folder.export_path(workdir, ENGINE, checkpoint, quantization)
-    wanted = record(workdir, checkpoint, quantization)
+    wanted = record(workdir, checkpoint, quantization, config=config)
     if {k: v for k, v in (read_record(out) or {}).items() if k in wanted} == wanted:
         return out, True
-    export(workdir, checkpoint, quantization, out)
+    export(workdir, checkpoint, quantization, out, config)
     return out, False
