@@ -26,6 +26,12 @@ EXTRA = (("big", "v5e-1"), ("big", "v5e-8"))  # where the paper's step does not 
 NUM_STEPS = {"base": 100_000, "big": 300_000}  # §5.2 (configs/base.py, table3.py), for reports saved without it
 
 
+
+def _ms(seconds: float) -> str:
+    """Milliseconds with two significant digits, without exponents (590, 11, 0.86)."""
+    ms = seconds * 1e3
+    return f"{ms:.0f}" if ms >= 100 else f"{ms:.2g}"
+
 def command(config: str, target: str) -> list[str]:
     return ["transformer-jax", "compile", f"--config={config}", f"--target={target}"]
 
@@ -79,9 +85,10 @@ def table(out: str) -> str:
         share = f"{total / worst['budget_bytes']:.0%}" if worst["budget_bytes"] else "–"
         padding = f"{min(p['padding_share'] for p in train):.0%}–{max(p['padding_share'] for p in train):.0%}"
         ratios = [p["flops_ratio"] for p in train if p["flops_ratio"]]
-        ratio = f"{min(ratios):.3f}–{max(ratios):.3f}" if ratios else "– (GPU: XLA gives none)"
+        ratio = (f"{min(ratios):.3f}–{max(ratios):.3f}" if ratios else
+                 "– (GPU: XLA gives none)" if r["fits"] else "– (did not compile)")
         e = estimate(r)
-        step = f"{min(e['step_s'].values()) * 1e3:.2g}–{max(e['step_s'].values()) * 1e3:.2g} ms" if e else "–"
+        step = f"{_ms(min(e['step_s'].values()))}–{_ms(max(e['step_s'].values()))} ms" if e else "–"
         hours = f"{e['hours']:.2g} h" if e else "–"
         seconds = sum(p["compile_s"] for p in r["programs"])
         fits = "yes" if r["fits"] else "**no**: " + r["stderr_last_line"].removeprefix("transformer-jax compile: ")
@@ -106,7 +113,7 @@ def summary(out: str) -> str:
                 r = json.load(f)
             chips = f"{r['devices']} ({r['hosts']})"
             total = max(p["total_bytes"] or 0 for p in r["programs"] if p["name"].startswith("train"))
-            cells.append(f"{total / 2**30:.2f} GiB" + ("" if r["fits"] else " ✗"))
+            cells.append(f"{total / 2**30:.2f} GiB" if r["fits"] else f"> {total / 2**30:.2f} GiB ✗")
             if estimate(r) and ":" not in config:
                 hours[config] = estimate(r)["hours"]
         if not chips:
