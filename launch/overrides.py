@@ -101,13 +101,16 @@ def typed(name: str, text: str, current: Any) -> Any:
 def apply_to_run(config: ml_collections.ConfigDict, overrides: Mapping[str, Any],
                  command: str = "decode") -> ml_collections.ConfigDict:
     """A copy of a trained run's ``config`` with ``overrides`` ({"decode.beam_size": "1", ...}) applied; a value
-    given as text (from the command line) takes the type of the run's field.
+    given as text (from the command line) takes the type of the run's field. A ``decode`` field that did not exist
+    when the run was trained (e.g. ``tree_constraint``) takes configs/base.py's default, so it can be overridden.
 
     Raises:
         ValueError: an override names a field outside config.decode (it cannot change on a trained run) or a field
             the config lacks, a text is not of its field's type, or the result names an unknown decoding method.
     """
     values = config.to_dict()
+    # decoding options added after the run was trained take their defaults (its checkpoints do not depend on them)
+    values["decode"] = {**decode_config().to_dict(), **values.get("decode", {})}
     for path, value in overrides.items():
         section, *fields = path.split(".")
         if section not in RUN_SECTIONS or not fields:

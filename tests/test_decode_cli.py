@@ -303,6 +303,16 @@ def test_run_overrides_change_decode_fields_only(run):
             overrides.apply_to_run(run.config, bad)
 
 
+def test_a_decode_field_newer_than_the_run_takes_its_default_and_can_be_overridden(run):
+    """A run trained before config.decode.tree_constraint existed has no such field in its config.json; decoding
+    options do not touch the checkpoints, so the field takes configs/base.py's default and an override applies."""
+    older = run.config.to_dict()
+    del older["decode"]["tree_constraint"]
+    older = ml_collections.ConfigDict(older)
+    assert overrides.apply_to_run(older, {}).decode.tree_constraint is False
+    assert overrides.apply_to_run(older, {"decode.tree_constraint": "true"}).decode.tree_constraint is True
+
+
 def test_read_lines_keeps_every_line(tmp_path):
     path = tmp_path / "in.txt"
     path.write_bytes("\ufeffa\r\n\nb\x0bc\u2028d\n".encode())  # only \n ends a line; the BOM is no text
