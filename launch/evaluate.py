@@ -3,6 +3,7 @@
     transformer-jax evaluate --workdir=runs/B1 --split=dev                     # Table 3: newstest2013, no averaging
     transformer-jax evaluate --workdir=runs/base --split=test --checkpoint=avg5  # Table 2: newstest2014, last 5
     transformer-jax evaluate --workdir=runs/parsing --split=test                 # Table 4: EVALB F1 (§6.3)
+    transformer-jax evaluate --workdir=runs/base --split=test --checkpoint=avg5 --engine=ctranslate2 --quantization=int8
 
 Writes ``<workdir>/translations_<split>.txt`` and ``<workdir>/eval_<split>.json`` (sacreBLEU with its signature,
 lowercased sacreBLEU (``-lc``, as most Multi30k papers report), the paper's tokenized compound-split BLEU, chrF, the checkpoint, the number of sentences); that JSON is also the
@@ -12,6 +13,8 @@ last line printed. Decoding settings are the run's ``config.decode``, changed wi
 the dev split and appends them to ``<workdir>/decoding_dev.jsonl`` (launch/grid.py: decoding is chosen on dev, §6.1).
 A parsing run (``config.task = "parsing"``) is scored with EVALB (COLLINS.prm): precision, recall, F1, exact
 match and how many outputs needed repair into a tree (transformer_jax/evaluate/parsing.py).
+``--engine=ctranslate2`` translates with the checkpoint exported to CTranslate2 (kept in the run folder and reused
+while up to date; launch/engine.py) under the same settings; the JSON names the engine.
 """
 
 import json
@@ -23,16 +26,16 @@ import jax
 from absl import flags
 
 from transformer_jax.data.sources import DataError, get_source
-from transformer_jax.evaluate.evaluation import evaluate_split, score_line
-from transformer_jax.launch import cluster, grid, logs, overrides
-from transformer_jax.launch.flags import CHECKPOINT, JSON, WORKDIR
+from transformer_jax.evaluate.evaluation import evaluate_split, score_line, score_split
+from transformer_jax.launch import cluster, engine, grid, logs, overrides
+from transformer_jax.launch.flags import CHECKPOINT, ENGINE, JSON, WORKDIR
 from transformer_jax.launch.overrides import describe_decoding
 from transformer_jax.launch.verbs import Verb, refuse
 
 SPLIT = flags.DEFINE_enum("split", None, ["dev", "test"],
                           "Split to translate and score (required): dev (Table 3) or test (Table 2).")
 GRID = flags.DEFINE_multi_string("grid", [], grid.HELP)
-for _name in ("workdir", "checkpoint", "json", *cluster.FLAG_NAMES):
+for _name in ("workdir", "checkpoint", "json", *engine.FLAG_NAMES, *cluster.FLAG_NAMES):
     flags.declare_key_flag(_name)
 VERB = Verb("evaluate", overrides=overrides.HELP, run_overrides=True, flag_hints=overrides.flag_hints("evaluate"))
 
@@ -59,7 +62,11 @@ def main(argv: list[str]) -> None:
     if GRID.value and SPLIT.value != grid.SPLIT:
         refuse("evaluate", f"--grid chooses decoding settings, on the dev split only (§6.1); score "
                f"--split={SPLIT.value} once with the chosen --checkpoint and --config.decode.* instead.")
+    if GRID.value and ENGINE.value != "jax":
+        refuse("evaluate", "--grid decodes with --engine=jax (it restores each checkpoint it compares); score the "
+               "chosen settings with --engine=ctranslate2 afterwards.")
     config = overrides.run_config("evaluate")
+    engine.check("evaluate")
     workdir = WORKDIR.value
     try:  # before restoring and decoding: the split's data, and the folder its scores go to
         get_source(config.data).load(SPLIT.value)
@@ -72,12 +79,20 @@ def main(argv: list[str]) -> None:
         sys.exit(f"transformer-jax evaluate: {workdir} is not writable ({written} written there).")
     if GRID.value:
         return _grid(config)
-    cluster.maybe_initialize()
-    run = overrides.restore("evaluate", config)
-    lead = jax.process_index() == 0  # every host decodes its share of each batch; the first one writes
-    logger.info("Evaluating %s of %s on %s (%s)", run.checkpoint, workdir, SPLIT.value, describe_decoding(run.config))
+    lead = True
     try:
-        result = evaluate_split(run, workdir, SPLIT.value, progress=lead, write=lead)
+        if ENGINE.value == "ctranslate2":
+            translator, checkpoint = engine.ctranslate2_translator("evaluate", config)
+            logger.info("Evaluating %s of %s on %s (%s)", checkpoint, workdir, SPLIT.value, describe_decoding(config))
+            result = score_split(config, translator.tokenizer, translator, checkpoint, workdir, SPLIT.value,
+                                 engine="ctranslate2")
+        else:
+            cluster.maybe_initialize()
+            run = overrides.restore("evaluate", config)
+            lead = jax.process_index() == 0  # every host decodes its share of each batch; the first one writes
+            logger.info("Evaluating %s of %s on %s (%s)", run.checkpoint, workdir, SPLIT.value,
+                        describe_decoding(config))
+            result = evaluate_split(run, workdir, SPLIT.value, progress=lead, write=lead)
     except (DataError, FileNotFoundError) as e:  # the split cannot be loaded (not downloaded, bad files, ...)
         sys.exit(f"transformer-jax evaluate: {e}")
     samples = result.pop("samples")

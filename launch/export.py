@@ -24,7 +24,7 @@ from transformer_jax.export.ctranslate2 import NotExpressible
 from transformer_jax.launch import compare, logs
 from transformer_jax.launch.flags import CHECKPOINT, JSON, QUANTIZATION, WORKDIR
 from transformer_jax.launch.verbs import Verb, refuse
-from transformer_jax.run import folder
+from transformer_jax.run import checkpoint_spec, folder
 
 FORMAT = flags.DEFINE_enum("format", exported.ENGINE, [exported.ENGINE], "The engine to export for.")
 for _name in ("workdir", "checkpoint", "json", "out", "quantization"):
@@ -40,6 +40,10 @@ def main(argv: list[str]) -> None:
     logs.setup()
     if not WORKDIR.value:
         refuse("export", "--workdir is required (the folder of a trained run).")
+    try:
+        checkpoint_spec.parse(CHECKPOINT.value)
+    except ValueError:
+        refuse("export", f"--checkpoint={CHECKPOINT.value}: {checkpoint_spec.USAGE}.")
     out = compare.OUT.value or folder.export_path(WORKDIR.value, FORMAT.value, CHECKPOINT.value, QUANTIZATION.value)
     try:
         record = exported.export(WORKDIR.value, CHECKPOINT.value, QUANTIZATION.value, out)

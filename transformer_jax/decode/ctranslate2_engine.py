@@ -25,6 +25,7 @@ The same contract as :class:`transformer_jax.decode.translate.Translator` (``tra
 """
 
 import itertools
+import logging
 import os
 from collections.abc import Sequence
 
@@ -37,7 +38,9 @@ from transformer_jax.data.tokenizer import EOS_ID, Tokenizer
 from transformer_jax.decode.beam_search import length_normalizer
 from transformer_jax.decode.restore import load_tokenizer
 from transformer_jax.export import exported
-from transformer_jax.export.ctranslate2 import NotExpressible, require, vocabulary
+from transformer_jax.export.ctranslate2 import NotExpressible, check_expressible, require, vocabulary
+
+logger = logging.getLogger(__name__)
 
 PATIENCE = 1  # CTranslate2 ends a beam search after beam_size × PATIENCE finished hypotheses (rule 2 above)
 
@@ -54,7 +57,8 @@ def max_output_length(source_length: int, config: ml_collections.ConfigDict) -> 
 
 
 def check_supported(config: ml_collections.ConfigDict) -> None:
-    """Raises NotExpressible for a ``config.decode`` CTranslate2's search cannot follow."""
+    """Raises NotExpressible for a model CTranslate2 cannot compute or a ``config.decode`` its search cannot follow."""
+    check_expressible(config.model)
     if config.decode.get("tree_constraint", False):
         raise NotExpressible("config.decode.tree_constraint (§6.3: only pieces that keep the output one tree) is a "
                              "rule of this library's beam search; decode with --engine=jax.")
@@ -147,7 +151,7 @@ def for_run(workdir: str, checkpoint: str, quantization: str,
             config: ml_collections.ConfigDict) -> tuple[CTranslate2Translator, str]:
     """A translator on ``workdir``'s ``checkpoint`` exported with ``quantization`` (exported again when the run folder's
     export is missing or stale) under ``config`` (the run's, with the command line's decode overrides), and what it
-    decodes with, e.g. "avg5 (steps 300, 400), ctranslate2 int8 (exported now)".
+    decodes with, e.g. "avg2 (steps 300, 400), ctranslate2 int8".
 
     Raises:
         NotExpressible: a model or decoding setting CTranslate2 cannot follow.
@@ -155,7 +159,7 @@ def for_run(workdir: str, checkpoint: str, quantization: str,
     """
     check_supported(config)
     out, reused = exported.up_to_date(workdir, checkpoint, quantization, config)
-    steps = exported.read_record(out)["steps"]
-    what = (f"{checkpoint} (steps {', '.join(map(str, steps))}), ctranslate2 {quantization} "
-            f"({'reused' if reused else 'exported now'}: {out})")
-    return CTranslate2Translator(config, out, load_tokenizer(workdir, config)), what
+    logger.info("%s the CTranslate2 model %s", "Reusing" if reused else "Exported", out)
+    steps = ", ".join(map(str, exported.read_record(out)["steps"]))
+    return (CTranslate2Translator(config, out, load_tokenizer(workdir, config)),
+            f"{checkpoint} (steps {steps}), ctranslate2 {quantization}")

@@ -29,20 +29,28 @@ def bleu_of(config: ml_collections.ConfigDict, hypotheses: list[str], references
 
 def evaluate_split(run: RestoredRun, workdir: str, split: str, progress: bool = True,
                    write: bool = True) -> dict:
-    """Translates ``split`` with the restored parameters and returns (and writes) the scores."""
-    src, refs, batches = pipeline.eval_data(run.config, run.tokenizer, split)
-    tic = time.monotonic()
+    """Translates ``split`` with the restored parameters (this library's beam search) and returns (and writes) the
+    scores."""
     translator = Translator(run.config, run.graphdef, run.params, run.tokenizer, run.mesh)
+    return score_split(run.config, run.tokenizer, translator, run.checkpoint, workdir, split, progress, write)
+
+
+def score_split(config: ml_collections.ConfigDict, tokenizer, translator, checkpoint: str, workdir: str, split: str,
+                progress: bool = True, write: bool = True, engine: str = "jax") -> dict:
+    """Translates ``split`` with ``translator`` (any engine's: ``translate_batches(batches, progress)`` in the
+    split's order) and returns (and writes) the scores; ``checkpoint`` says what it decodes with."""
+    src, refs, batches = pipeline.eval_data(config, tokenizer, split)
+    tic = time.monotonic()
     hypotheses = translator.translate_batches(batches, progress=progress)
     parses = None
-    if run.config.get("task", "translation") == "parsing":
-        gold = get_source(run.config.data).gold_trees(split)
-        result, parses = score_parses(hypotheses, gold, bool(run.config.data.get("pos_tags", False)))
+    if config.get("task", "translation") == "parsing":
+        gold = get_source(config.data).gold_trees(split)
+        result, parses = score_parses(hypotheses, gold, bool(config.data.get("pos_tags", False)))
     else:
-        result = bleu_of(run.config, hypotheses, refs)
-    result.update(split=split, checkpoint=run.checkpoint, decode_seconds=time.monotonic() - tic,
-                  decode_method=run.config.decode.method, beam_size=run.config.decode.beam_size,
-                  length_penalty=run.config.decode.length_penalty)
+        result = bleu_of(config, hypotheses, refs)
+    result.update(split=split, checkpoint=checkpoint, decode_seconds=time.monotonic() - tic, engine=engine,
+                  decode_method=config.decode.method, beam_size=config.decode.beam_size,
+                  length_penalty=config.decode.length_penalty)
     if write and jax.process_index() == 0:  # every process decodes; one writes
         with open(folder.translations_path(workdir, split), "w") as f:
             f.writelines(h + "\n" for h in hypotheses)
