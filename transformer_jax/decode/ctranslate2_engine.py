@@ -20,8 +20,11 @@ The same contract as :class:`transformer_jax.decode.translate.Translator` (``tra
   K+1..2K (at most one per beam); (2) CTranslate2 stops once K × patience hypotheses have finished (or, with α = 0,
   when the best candidate of a step ends); ours stops when no live hypothesis can still beat the best finished one
   (§6.1 "terminate early when possible"), which with a large α can run much longer.
-* Greedy search: CTranslate2's ``beam_size=1``; sampling: its top-k / top-p / temperature sampling, seeded with
+* Greedy search, and beam search with ``beam_size=1``: CTranslate2's greedy search (ours with one beam can also
+  finish an EOS ranked second, rule 1); sampling: its top-k / top-p / temperature sampling, seeded with
   ``config.seed`` (the same distribution as ours, not the same random draws).
+* A source of no token but EOS (an empty line of an evaluation split) is translated as empty by CTranslate2 without
+  decoding; ``translate`` gives empty lines for empty input with either engine.
 """
 
 import itertools
