@@ -36,10 +36,10 @@ import ml_collections
 import numpy as np
 from tqdm import tqdm
 
-from transformer_jax.data.batching import eval_batches
 from transformer_jax.data.tokenizer import EOS_ID, Tokenizer
 from transformer_jax.decode.beam_search import length_normalizer
 from transformer_jax.decode.restore import load_tokenizer
+from transformer_jax.decode.translate import SentenceTranslation
 from transformer_jax.export import exported
 from transformer_jax.export.ctranslate2 import NotExpressible, check_expressible, require, vocabulary
 
@@ -67,7 +67,7 @@ def check_supported(config: ml_collections.ConfigDict) -> None:
                              "rule of this library's beam search; decode with --engine=jax.")
 
 
-class CTranslate2Translator:
+class CTranslate2Translator(SentenceTranslation):
     """Translates with a CTranslate2 model folder (``transformer-jax export``) under ``config.decode``."""
 
     def __init__(self, config: ml_collections.ConfigDict, model_dir: str, tokenizer: Tokenizer,
@@ -140,14 +140,6 @@ class CTranslate2Translator:
         best = [hypotheses[0][0] for hypotheses in self.nbest(sources, progress)]
         out = dict(zip(index, (self.tokenizer.decode(ids) for ids in best)))
         return [out[i] for i in range(len(out))]
-
-    def translate(self, texts: Sequence[str], progress: bool = False) -> list[str]:
-        """Translates plain sentences; empty lines give empty lines."""
-        ids = self.tokenizer.encode_batch(list(texts))
-        batches = eval_batches([(s, s) for s in ids], batch_size=self.config.decode.batch_size,
-                               max_len=self.config.model.max_len)
-        translations = self.translate_batches(batches, progress)
-        return ["" if not text.strip() else out for text, out in zip(texts, translations)]
 
 
 def for_run(workdir: str, checkpoint: str, quantization: str,

@@ -84,7 +84,23 @@ def make_decode_fn(config: ml_collections.ConfigDict, graphdef: nnx.GraphDef, *,
     return jax.jit(decode)
 
 
-class Translator:
+class SentenceTranslation:
+    """Plain sentences through an engine's ``translate_batches`` (the JAX :class:`Translator` and the CTranslate2
+    engine share it): the same tokenization, length batching and empty-line rule for both."""
+
+    tokenizer: Tokenizer
+    config: ml_collections.ConfigDict
+
+    def translate(self, texts: Sequence[str], progress: bool = False) -> list[str]:
+        """Translates plain sentences; empty lines give empty lines."""
+        ids = self.tokenizer.encode_batch(list(texts))
+        batches = eval_batches([(s, s) for s in ids], batch_size=self.config.decode.batch_size,
+                               max_len=self.config.model.max_len)
+        translations = self.translate_batches(batches, progress)
+        return ["" if not text.strip() else out for text, out in zip(texts, translations)]
+
+
+class Translator(SentenceTranslation):
     """Translates text or evaluation batches with fixed parameters, preserving order."""
 
     def __init__(self, config: ml_collections.ConfigDict, graphdef: nnx.GraphDef, params: dict,
@@ -106,11 +122,3 @@ class Translator:
                 if index >= 0:
                     out[int(index)] = self.tokenizer.decode(ids[row].tolist())
         return [out[i] for i in range(len(out))]
-
-    def translate(self, texts: Sequence[str], progress: bool = False) -> list[str]:
-        """Translates plain sentences; empty lines give empty lines."""
-        ids = self.tokenizer.encode_batch(list(texts))
-        batches = eval_batches([(s, s) for s in ids], batch_size=self.config.decode.batch_size,
-                               max_len=self.config.model.max_len)
-        translations = self.translate_batches(batches, progress)
-        return ["" if not text.strip() else out for text, out in zip(texts, translations)]
