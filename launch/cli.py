@@ -50,9 +50,6 @@ def _usage() -> str:
     return "\n".join(lines)
 
 
-_fail = refuse  # (the name the command modules used before verbs.refuse)
-
-
 def _unknown_field(error: Exception) -> str:
     """One line for the KeyError/AttributeError a locked config raises on an override of a field it lacks."""
     while error.args and isinstance(error.args[0], Exception):  # an AttributeError wrapping the KeyError
@@ -123,7 +120,7 @@ def check_arguments(command: str, module: ModuleType, args: list[str]) -> list[s
         name = arg.lstrip("-").partition("=")[0]
         if name.startswith("config."):
             if not verb.overrides:
-                _fail(command, f"--{name} is not a flag of `transformer-jax {command}`, which reads no config."
+                refuse(command, f"--{name} is not a flag of `transformer-jax {command}`, which reads no config."
                       + (f" {hints['config']}" if "config" in hints else ""))
             # defined by --config for each override (FlagValues.get returns a value, not the Flag)
             flag = flags.FLAGS[name] if name in flags.FLAGS else None  # noqa: SIM401
@@ -134,16 +131,16 @@ def check_arguments(command: str, module: ModuleType, args: list[str]) -> list[s
         if flag is None and not name.startswith("config."):
             hint = hints.get(name) or hints.get(name.removeprefix("no")) or (
                 f"`transformer-jax {command} --help` lists its flags.")
-            _fail(command, f"--{name} is not a flag of `transformer-jax {command}`; {hint}")
+            refuse(command, f"--{name} is not a flag of `transformer-jax {command}`; {hint}")
         if "=" not in arg and flag is not None and not flag.boolean:
             i += 1  # `--flag value`: the next argument is the value
     kind = verb.positional
     if positional and kind is None:
         hint = (f" (a config is given as --config={positional[0]})"
                 if "config" in known and ".py" in positional[0] else "")
-        _fail(command, f"unexpected argument {positional[0]!r}{hint}; `transformer-jax {command}` takes only flags.")
+        refuse(command, f"unexpected argument {positional[0]!r}{hint}; `transformer-jax {command}` takes only flags.")
     if len(positional) > 1 and not kind.endswith("..."):
-        _fail(command, f"takes one {kind}; got {len(positional)} arguments: {' '.join(positional)}.")
+        refuse(command, f"takes one {kind}; got {len(positional)} arguments: {' '.join(positional)}.")
     return positional
 
 
@@ -161,7 +158,7 @@ def run(argv: list[str] | None = None) -> None:
     try:
         host_memory.keep_freed_memory()  # before JAX starts XLA's threads
     except ValueError as e:
-        _fail(command, str(e))
+        refuse(command, str(e))
     module = importlib.import_module(f"transformer_jax.launch.{command}")
     verb = verb_of(module)
     args = argv[2:]
@@ -177,17 +174,17 @@ def run(argv: list[str] | None = None) -> None:
         try:
             args = overrides.take_given(args)
         except ValueError as e:
-            _fail(command, str(e))
+            refuse(command, str(e))
     elif verb.overrides:  # parsed by --config against its config (defines a flag for each, which absl then parses)
         try:
             read_config_overrides([f"transformer-jax {command}", *args])
         except (AttributeError, KeyError) as e:
-            _fail(command, _unknown_field(e))
+            refuse(command, _unknown_field(e))
     check_arguments(command, module, args)
     try:
         args = with_config_files(args)  # --config=base, table3:B1,base=multi30k: the package's configs/
     except ValueError as e:
-        _fail(command, str(e))
+        refuse(command, str(e))
     app.run(module.main, argv=[f"transformer-jax {command}"] + args, flags_parser=_parse_flags)
 
 

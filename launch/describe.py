@@ -24,10 +24,9 @@ from absl import flags
 
 from transformer_jax import aot
 from transformer_jax import target as targets
-from transformer_jax.launch.cli import _fail
 from transformer_jax.launch.cluster import NUM_PROCESSES
 from transformer_jax.launch.flags import CONFIG, JSON, TARGET
-from transformer_jax.launch.verbs import Verb
+from transformer_jax.launch.verbs import Verb, refuse
 from transformer_jax.model.size import count_parameters, flops_per_target_token
 from transformer_jax.train.plan import layout_plan
 
@@ -146,7 +145,7 @@ def _table(result: dict) -> str:
 def main(argv: list[str]) -> None:
     del argv
     if JSON.value and PRINT_CONFIG.value:
-        _fail("describe", "--print_config prints the config for a person; with --json it is the JSON's \"config\". "
+        refuse("describe", "--print_config prints the config for a person; with --json it is the JSON's \"config\". "
               "Give one of them.")
     config = CONFIG.value
     try:
@@ -155,7 +154,7 @@ def main(argv: list[str]) -> None:
             jax.config.update("jax_platforms", "cpu")  # a TPU/GPU target is described (and compiled) on the CPU
         result = describe(config, SEQ_LEN.value, NUM_PROCESSES.value, DEVICES_PER_PROCESS.value, MEMORY.value, target)
     except ValueError as e:  # a bad --target, a layout that contradicts it or the config: the command line
-        _fail("describe", str(e))
+        refuse("describe", str(e))
     except targets.TargetUnavailable as e:  # the compiler for --memory is not installed
         sys.exit(f"transformer-jax describe: {e}")
     if JSON.value:
