@@ -74,6 +74,8 @@ def data_config() -> ml_collections.ConfigDict:
     # before giving up; `transformer-jax train --prepare_only` does it once before the job instead.
     d.prepare_timeout_minutes = 240.0
     d.tokenizer_model_type = "bpe"
+    d.tokenizer_split_by_script = True  # SentencePiece's split_by_unicode_script: no piece spans letters and
+    # punctuation ("(NP" is "▁(" "NP"); configs/parsing.py turns it off so that each bracket of a tree is one piece.
     d.bpe_dropout = 0.0  # not the paper's (0 = off): BPE-dropout (Provilkov et al., 2020), each merge skipped with
     # this probability in training, a new segmentation every epoch (data/bpe_dropout.py); needs the "bpe" type.
     d.bpe_dropout_sides = "both"  # which sides BPE-dropout samples: both (Provilkov et al.) | source | target.

@@ -42,6 +42,9 @@ def get_config() -> ml_collections.ConfigDict:
     d.source_lang, d.target_lang = "en", "tree"  # (the treebank sources have no language pair)
     d.max_length = 512  # t2t transformer_parsing_base: max_length
     d.pos_tags = False  # Vinyals et al.: every POS tag is XX in the output
+    # which .mrg files of data_dir train / dev / test: wsj (sections 02–21 / 22 / 23) | ratio:80,10,10 (any folder, by
+    # file in name order, e.g. NLTK's WSJ sample) | list:PATH (lines "SPLIT GLOB …"); transformer_jax/data/ptb.py.
+    d.ptb_split = "wsj"
     t = c.train
     t.warmup_steps = 16000  # t2t transformer_parsing_base
     t.learning_rate_scale = 0.5  # t2t: learning_rate 0.05 against transformer_base's 0.1

@@ -61,6 +61,15 @@ def small_vocab(parse_data):
     return Tokenizer.train(sample, vocab_size=330, num_threads=1)
 
 
+@pytest.fixture(scope="module")
+def merged_vocab(parse_data):
+    """As the parsing demo trains it (config.data.tokenizer_split_by_script=False): (NP is one piece, ▁(NP."""
+    sample = [text for sentence, tree in parse_data["train"] for text in (sentence, linearize(tree))]
+    tokenizer = Tokenizer.train(sample, vocab_size=600, num_threads=1, split_by_unicode_script=False)
+    assert len(tokenizer.encode("(NP")) == 2  # the piece and EOS
+    return tokenizer
+
+
 def ids_of(tokenizer, text):
     return np.asarray(tokenizer.encode(text), np.int32)
 
@@ -144,9 +153,9 @@ def test_the_shortest_budget_leaves_only_the_shortest_trees():
         f"(NP {' '.join(['XX'] * n)} )NP" for n in n_words]  # (NP and )NP are the one-piece brackets
 
 
-@pytest.mark.parametrize("vocabulary", ["hand", "sentencepiece"])
-def test_every_gold_linearisation_is_allowed_throughout(vocabulary, small_vocab, parse_data):
-    tokenizer = HAND if vocabulary == "hand" else small_vocab
+@pytest.mark.parametrize("vocabulary", ["hand", "sentencepiece", "sentencepiece_merged"])
+def test_every_gold_linearisation_is_allowed_throughout(vocabulary, small_vocab, merged_vocab, parse_data):
+    tokenizer = {"hand": HAND, "sentencepiece": small_vocab, "sentencepiece_merged": merged_vocab}[vocabulary]
     trees = [tree for _, tree in parse_data["test"]]
     if vocabulary == "hand":  # the hand vocabulary has four labels: rename the others
         rename = {"NP": "NP", "S": "S", "SBAR": "SBAR"}

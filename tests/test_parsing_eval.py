@@ -72,6 +72,7 @@ def test_a_parsing_run_is_scored_with_evalb_through_the_cli(tmp_path):
     assert {"precision", "recall", "f1", "exact_match", "repaired", "repair_rate", "len<=40"} <= set(result)
     assert result["sentences"] == 20 and result["errors"] == 0 and result["beam_size"] == 2
     assert result["repaired"] == 0  # parsing_demo decodes under config.decode.tree_constraint: trees by construction
+    assert result["tree_constraint"] is True
     with open(os.path.join(workdir, "parses_test.txt")) as f:
         parses = [read_trees(line)[0] for line in f]
     with open(os.path.join(workdir, "translations_test.txt")) as f:
@@ -81,3 +82,6 @@ def test_a_parsing_run_is_scored_with_evalb_through_the_cli(tmp_path):
     evaluate = run_all({"eval": ["evaluate", f"--workdir={workdir}", "--split=test"]})["eval"]
     assert evaluate.returncode == 0, evaluate.stderr[-3000:]
     assert "F1" in evaluate.stdout and "outputs repaired" in evaluate.stdout
+    short = result["len<=40"]  # EVALB's second summary prints beside the first
+    assert f"≤ 40 words: F1 {short['f1']:.2f}  exact match {short['exact_match']:.2f} ({short['sentences']} sentences)" \
+        in evaluate.stdout

@@ -184,3 +184,53 @@ def test_synthetic_parse_source_linearises_the_grammars_trees():
     # the grammar's own trees, used as built (no bracketed text in between), and already in normal form
     generated = generate_parse_splits(seed=0, train_size=30, dev_size=5, test_size=5)["dev"]
     assert gold == [tree for _, tree in generated] and all(normalize(tree) == tree for tree in gold)
+
+
+@pytest.fixture
+def sample(tmp_path):
+    """A flat folder of ten .mrg files, wsj_0001 … wsj_0010, as NLTK's WSJ sample (no section folders)."""
+    folder = tmp_path / "treebank" / "combined"
+    folder.mkdir(parents=True)
+    for f in range(1, 11):
+        (folder / f"wsj_{f:04d}.mrg").write_text(MRG.format(section="00", file=f"{f:04d}"))
+    (folder / "README").write_text("not a tree file")
+    return folder
+
+
+def test_ratio_split_cuts_any_folder_by_file_in_name_order(sample):
+    names = {split: [p.name for p in split_files(sample, split, "ratio:80,10,10")] for split in ("train", "dev", "test")}
+    assert names == {"train": [f"wsj_{f:04d}.mrg" for f in range(1, 9)], "dev": ["wsj_0009.mrg"],
+                     "test": ["wsj_0010.mrg"]}
+    assert [p.name for p in split_files(sample.parent, "dev", "ratio:0.6,0.2,0.2")] == ["wsj_0007.mrg", "wsj_0008.mrg"]
+    source = PtbSource(SimpleNamespace(data_dir=str(sample), ptb_split="ratio:80,10,10"))
+    assert source.load("test") == [(w.format(section="00", file="0010"), t) for w, t in PAIRS]
+    assert source.cache_key("test") != PtbSource(SimpleNamespace(data_dir=str(sample), ptb_split="ratio:8,1,1")).cache_key(
+        "dev")
+    with pytest.raises(DataError, match="cannot be split ratio:98,1,1 with a file in every split"):
+        split_files(sample, "dev", "ratio:98,1,1")
+    for bad in ("ratio:80,20", "ratio:80,x,10", "ratio:80,0,20"):
+        with pytest.raises(DataError, match="expected three positive shares"):
+            split_files(sample, "train", bad)
+    with pytest.raises(DataError, match="Treebank folder not found"):
+        split_files(sample / "nope", "train", "ratio:80,10,10")
+
+
+def test_list_split_reads_split_and_globs_per_line(sample, tmp_path):
+    listing = tmp_path / "split.txt"
+    listing.write_text("# NLTK sample\ntrain wsj_000[1-7].mrg\n\ndev wsj_0008.mrg  # one article\ntest wsj_0009.mrg wsj_0010.mrg\n")
+    rule = f"list:{listing}"
+    assert [p.name for p in split_files(sample, "test", rule)] == ["wsj_0009.mrg", "wsj_0010.mrg"]
+    assert len(split_files(sample, "train", rule)) == 7
+    assert PtbSource(SimpleNamespace(data_dir=str(sample), ptb_split=rule)).load("dev")[0][0] == "Mr. Vinken is chairman 00 ."
+    listing.write_text("train wsj_000*.mrg\ndev wsj_0008.mrg\ntest wsj_0010.mrg\n")
+    with pytest.raises(DataError, match="wsj_0008.mrg is in both the train and the dev split"):
+        split_files(sample, "train", rule)
+    listing.write_text("train wsj_000*.mrg\ndev wsj_09*.mrg\ntest wsj_0010.mrg\n")
+    with pytest.raises(DataError, match="no .mrg file under .* for the dev split"):
+        split_files(sample, "test", rule)
+    listing.write_text("valid wsj_0001.mrg\n")
+    with pytest.raises(DataError, match="split.txt, line 1: expected 'SPLIT GLOB"):
+        split_files(sample, "train", rule)
+    for bad in ("sections", "list:", "wsj:02"):
+        with pytest.raises(DataError, match="expected wsj, ratio:A,B,C"):
+            split_files(sample, "train", bad)

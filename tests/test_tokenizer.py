@@ -166,3 +166,16 @@ def test_build_tokenizer_trains_once_and_reuses(tmp_path, tokenizer):
     with pytest.raises(DataError, match="File not found"):  # no vocabulary, no data: nothing is written
         pipeline.build_tokenizer(config, tmp_path / "fresh")
     assert not (tmp_path / "fresh" / "vocab.model").exists()
+
+
+def test_split_by_script_off_makes_each_tree_bracket_one_piece():
+    """config.data.tokenizer_split_by_script: SentencePiece keeps letters and punctuation apart unless it is off, so
+    the parser's "(NP" is two pieces by default and one without the split (the parsing demo's shorter targets)."""
+    trees = ["(S (NP XX XX )NP (VP XX (NP XX )NP )VP XX )S", "(S (NP XX )NP (VP XX (PP XX (NP XX XX )NP )PP )VP )S"] * 200
+    pieces = {}
+    for split in (True, False):
+        tokenizer = Tokenizer.train(trees, vocab_size=275, split_by_unicode_script=split)
+        pieces[split] = [tokenizer.id_to_piece(i) for i in tokenizer.encode(trees[0])[:-1]]
+        assert tokenizer.decode(tokenizer.encode(trees[1])) == trees[1]
+    assert pieces[True][:2] == ["▁(", "S"] and not any(p[1:2] in "()" and p[2:] for p in pieces[True])
+    assert {"▁(NP", "▁)NP"} <= set(pieces[False]) and len(pieces[False]) < len(pieces[True])

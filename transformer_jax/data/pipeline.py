@@ -45,7 +45,8 @@ def build_tokenizer(config: Any, workdir: str | os.PathLike, source: Source | No
     """Loads ``<workdir>/vocab.model``, or trains it on the training data (both sides) and saves it.
 
     Training samples ``config.data.tokenizer_sample_size`` sentences (seed ``config.seed``) and builds exactly
-    ``config.model.vocab_size`` pieces of type ``config.data.tokenizer_model_type``.
+    ``config.model.vocab_size`` pieces of type ``config.data.tokenizer_model_type`` (pieces within one script unless
+    ``config.data.tokenizer_split_by_script`` is False).
 
     Raises:
         DataError: a saved vocabulary has another size than ``config.model.vocab_size``, the corpus is too small
@@ -58,7 +59,8 @@ def build_tokenizer(config: Any, workdir: str | os.PathLike, source: Source | No
         return Tokenizer.load(path, expected_vocab_size=vocab_size)
     source = source or get_source(config.data)
     sample = sample_sentences(source.pairs("train"), int(config.data.tokenizer_sample_size), int(config.seed))
-    tokenizer = Tokenizer.train(sample, vocab_size=vocab_size, model_type=str(config.data.tokenizer_model_type))
+    tokenizer = Tokenizer.train(sample, vocab_size=vocab_size, model_type=str(config.data.tokenizer_model_type),
+                                split_by_unicode_script=bool(config.data.get("tokenizer_split_by_script", True)))
     tokenizer.save(path)
     logger.info("Saved tokenizer (%d pieces) to %s", tokenizer.vocab_size, path)
     return tokenizer

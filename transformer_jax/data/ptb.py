@@ -10,7 +10,10 @@ words of the tree, without traces.
 
 Two sources follow :mod:`transformer_jax.data.corpus` (``Source._raw_pairs``, :class:`DataError`):
 
-* ``ptb`` (:class:`PtbSource`) — the LDC folder in ``config.data.data_dir``;
+* ``ptb`` (:class:`PtbSource`) — a folder of ``.mrg`` files in ``config.data.data_dir``, split as
+  ``config.data.ptb_split`` says (:func:`split_files`): ``wsj`` (the default) takes WSJ's sections from the LDC
+  folder; ``ratio:80,10,10`` splits any folder's ``.mrg`` files (e.g. NLTK's 199-file WSJ sample) by file, in name
+  order, in those proportions; ``list:PATH`` reads which files go where from a text file of ``SPLIT GLOB`` lines;
 * ``trees`` (:class:`TreesSource`) — the user's bracketed-tree files ``config.data.{train,dev,test}_files`` (one
   path each, one tree per line as in the usual ``02-21.10way.clean`` files; ``.gz`` ok).
 
@@ -50,25 +53,92 @@ def find_sections(root: str | os.PathLike) -> dict[int, Path]:
     raise DataError(f"{root}: no WSJ section folders; expected {root}/wsj/00 … 24 (or {root}/00 … 24) of .mrg files.")
 
 
-def split_files(root: str | os.PathLike, split: str) -> list[Path]:
-    """The ``.mrg`` files of ``split`` ("train": sections 02–21, "dev": 22, "test": 23), in treebank order.
+def split_files(root: str | os.PathLike, split: str, rule: str = "wsj") -> list[Path]:
+    """The ``.mrg`` files of ``split`` under ``root`` as ``rule`` (``config.data.ptb_split``) assigns them, in order.
+
+    * ``wsj`` — WSJ's sections: "train" 02–21, "dev" 22, "test" 23 (§6.3), each section's files in name order.
+    * ``ratio:A,B,C`` — every ``.mrg`` file under ``root`` (any depth) in path order, cut by file into train, dev and
+      test in the proportions A:B:C; contiguous, as WSJ's sections are, so an article never straddles two splits.
+    * ``list:PATH`` — a text file whose lines are ``SPLIT GLOB [GLOB …]`` (globs relative to ``root``, ``#``
+      comments): the files each split's globs match, in path order.
 
     Raises:
-        DataError: an unknown split, a missing section (all are named), or a section without ``.mrg`` files.
+        DataError: an unknown split or rule, a missing section (all are named), a section or split without ``.mrg``
+            files, or a list that puts one file in two splits.
     """
     if split not in WSJ_SPLITS:
         raise DataError(f"Unknown split {split!r}; valid: {', '.join(SPLITS)}.")
+    kind, _, argument = str(rule).partition(":")
+    if kind == "wsj" and not argument:
+        return _wsj_files(root, split)
+    if kind == "ratio":
+        return _ratio_files(root, split, argument)
+    if kind == "list" and argument:
+        return _listed_files(root, split, argument)
+    raise DataError(f"config.data.ptb_split={rule!r}: expected wsj, ratio:A,B,C (e.g. ratio:80,10,10) or list:PATH.")
+
+
+def _is_mrg(path: Path) -> bool:
+    return path.suffix.lower() == ".mrg" and path.is_file()
+
+
+def _wsj_files(root: str | os.PathLike, split: str) -> list[Path]:
     sections = find_sections(root)
     missing = [f"{s:02d}" for s in WSJ_SPLITS[split] if s not in sections]
     if missing:
         raise DataError(f"{root}: WSJ section(s) {', '.join(missing)} of the {split} split not found.")
     files: list[Path] = []
     for s in WSJ_SPLITS[split]:
-        found = sorted(p for p in sections[s].iterdir() if p.suffix.lower() == ".mrg" and p.is_file())
+        found = sorted(p for p in sections[s].iterdir() if _is_mrg(p))
         if not found:
             raise DataError(f"{sections[s]}: no .mrg files in WSJ section {s:02d}.")
         files += found
     return files
+
+
+def _folder(root: str | os.PathLike) -> Path:
+    folder = Path(os.path.expanduser(str(root)))
+    if not folder.is_dir():
+        raise DataError(f"Treebank folder not found: {folder}")
+    return folder
+
+
+def _ratio_files(root: str | os.PathLike, split: str, ratio: str) -> list[Path]:
+    try:
+        shares = [float(x) for x in ratio.split(",")]
+    except ValueError:
+        shares = []
+    if len(shares) != len(SPLITS) or min(shares) <= 0:
+        raise DataError(f"config.data.ptb_split=ratio:{ratio}: expected three positive shares, e.g. ratio:80,10,10.")
+    files = sorted(p for p in _folder(root).rglob("*") if _is_mrg(p))
+    ends = [round(len(files) * sum(shares[: i + 1]) / sum(shares)) for i in range(len(shares))]
+    bounds = dict(zip(SPLITS, zip([0, *ends[:-1]], ends)))
+    if any(start == end for start, end in bounds.values()):
+        raise DataError(f"{root}: {len(files)} .mrg file(s) cannot be split ratio:{ratio} with a file in every split.")
+    start, end = bounds[split]
+    return files[start:end]
+
+
+def _listed_files(root: str | os.PathLike, split: str, list_path: str) -> list[Path]:
+    folder = _folder(root)
+    globs: dict[str, list[str]] = {name: [] for name in SPLITS}
+    for number, line in enumerate(read_lines(os.path.expanduser(list_path)), start=1):
+        fields = line.split("#", 1)[0].split()
+        if not fields:
+            continue
+        name, *patterns = fields
+        if name not in globs or not patterns:
+            raise DataError(f"{list_path}, line {number}: expected 'SPLIT GLOB …' with SPLIT one of {', '.join(SPLITS)}.")
+        globs[name] += patterns
+    chosen = {name: {p for g in patterns for p in folder.glob(g) if _is_mrg(p)} for name, patterns in globs.items()}
+    for name, files in chosen.items():
+        if not files:
+            raise DataError(f"{list_path}: no .mrg file under {folder} for the {name} split.")
+    for other in SPLITS:
+        shared = chosen[split] & chosen[other] if other != split else set()
+        if shared:
+            raise DataError(f"{list_path}: {min(shared)} is in both the {split} and the {other} split.")
+    return sorted(chosen[split])
 
 
 def read_tree_file(path: str | os.PathLike) -> list[Tree]:
@@ -91,9 +161,9 @@ def read_tree_files(paths: Iterable[str | os.PathLike]) -> Iterator[tuple[str, T
             yield f"{path}, tree {number}", tree
 
 
-def ptb_split_trees(root: str | os.PathLike, split: str) -> Iterator[Tree]:
-    """The trees of a WSJ split as read (e.g. the gold trees for EVALB), file by file."""
-    for _, tree in read_tree_files(split_files(root, split)):
+def ptb_split_trees(root: str | os.PathLike, split: str, rule: str = "wsj") -> Iterator[Tree]:
+    """The trees of a split (``rule`` as in :func:`split_files`) as read (e.g. the gold trees for EVALB), file by file."""
+    for _, tree in read_tree_files(split_files(root, split, rule)):
         yield tree
 
 
@@ -137,7 +207,8 @@ class TreebankSource(Source):
 
 
 class PtbSource(TreebankSource):
-    """Penn Treebank WSJ from the user's LDC copy in ``config.data.data_dir``; splits 02–21 / 22 / 23 (§6.3)."""
+    """Penn Treebank ``.mrg`` files in ``config.data.data_dir``: WSJ's sections 02–21 / 22 / 23 of the LDC copy (§6.3),
+    or any folder split by ``config.data.ptb_split`` (:func:`split_files`)."""
 
     name = "ptb"
 
@@ -149,11 +220,14 @@ class PtbSource(TreebankSource):
             )
         return root
 
+    def _files(self, split: str) -> list[Path]:
+        return split_files(self._root(), split, str(config_value(self.config, "ptb_split", "wsj")))
+
     def _trees(self, split: str) -> Iterator[Tree]:
-        yield from normalized_trees(split_files(self._root(), split))
+        yield from normalized_trees(self._files(split))
 
     def cache_key(self, split: str) -> str:
-        return json.dumps([super().cache_key(split), *map(file_stamp, split_files(self._root(), split))])
+        return json.dumps([super().cache_key(split), *map(file_stamp, self._files(split))])
 
 
 class TreesSource(TreebankSource):

@@ -120,6 +120,7 @@ class Tokenizer:
         model_type: str = "bpe",
         character_coverage: float | None = None,
         num_threads: int | None = None,
+        split_by_unicode_script: bool = True,
     ) -> Tokenizer:
         """Trains a shared vocabulary of exactly ``vocab_size`` pieces on ``sentences`` (in memory, no files).
 
@@ -130,6 +131,8 @@ class Tokenizer:
             character_coverage: fraction of characters given their own piece (the rest fall back to bytes);
                 default 1.0 for small samples, 0.9995 above :data:`SMALL_CORPUS_SENTENCES`.
             num_threads: trainer threads (default: all cores).
+            split_by_unicode_script: SentencePiece's rule that no piece spans two scripts (letters and punctuation);
+                off, a frequent word such as the parser's ``(NP`` becomes one piece instead of ``▁(`` ``NP``.
 
         Raises:
             DataError: the sample is too small for ``vocab_size`` (the message suggests a size that fits).
@@ -159,6 +162,7 @@ class Tokenizer:
                 input_sentence_size=0,  # the caller sampled already
                 shuffle_input_sentence=False,
                 num_threads=num_threads or os.cpu_count() or 1,
+                split_by_unicode_script=split_by_unicode_script,
                 minloglevel=2,
             )
         except RuntimeError as e:

@@ -153,8 +153,9 @@ def for_run(workdir: str, checkpoint: str, quantization: str,
         ValueError, OSError, ImportError: as :func:`transformer_jax.export.exported.export`.
     """
     check_supported(config)
-    out, reused = exported.up_to_date(workdir, checkpoint, quantization, config)
+    tokenizer = load_tokenizer(workdir, config)
+    out, reused = exported.up_to_date(workdir, checkpoint, quantization, config, tokenizer)
     logger.info("%s the CTranslate2 model %s", "Reusing" if reused else "Exported", out)
     steps = ", ".join(map(str, exported.read_record(out)["steps"]))
-    return (CTranslate2Translator(config, out, load_tokenizer(workdir, config)),
+    return (CTranslate2Translator(config, out, tokenizer),
             f"{checkpoint} (steps {steps}), ctranslate2 {quantization}")

@@ -51,6 +51,8 @@ def score_split(config: ml_collections.ConfigDict, tokenizer, translator, checkp
     result.update(split=split, checkpoint=checkpoint, decode_seconds=time.monotonic() - tic, engine=engine,
                   decode_method=config.decode.method, beam_size=config.decode.beam_size,
                   length_penalty=config.decode.length_penalty)
+    if parses is not None:  # whether the search could only write trees over the input's words (parsing/constraint.py)
+        result.update(tree_constraint=bool(config.decode.get("tree_constraint", False)))
     if write and jax.process_index() == 0:  # every process decodes; one writes
         with open(folder.translations_path(workdir, split), "w") as f:
             f.writelines(h + "\n" for h in hypotheses)
@@ -67,9 +69,14 @@ def score_line(result: dict) -> str:
     """One line of an evaluation's scores, as `evaluate` and `train --eval_splits` print it."""
     where = f"{result['checkpoint']}, {result['decode_seconds']:.1f} s"
     if "f1" in result:  # parsing (§6.3)
+        cutoff = next((key for key in result if key.startswith("len<=")), None)  # EVALB's second summary
+        short = result.get(cutoff, {})
+        short = (f"; ≤ {cutoff[5:]} words: F1 {short['f1']:.2f}  exact match {short['exact_match']:.2f} "
+                 f"({short['sentences']} sentences)") if short else ""
         return (f"{result['split']}: F1 {result['f1']:.2f}  precision {result['precision']:.2f}  recall "
-                f"{result['recall']:.2f}  exact match {result['exact_match']:.2f}  ({result['sentences']} sentences, "
-                f"{result['errors']} EVALB errors, {result['repaired']} outputs repaired; {where})")
+                f"{result['recall']:.2f}  exact match {result['exact_match']:.2f}{short}  "
+                f"({result['sentences']} sentences, {result['errors']} EVALB errors, {result['repaired']} outputs "
+                f"repaired; {where})")
     return (f"{result['split']}: sacreBLEU {result['sacrebleu']:.2f}  lowercased {result['sacrebleu_lowercase']:.2f}  "
             f"tokenized BLEU {result['tokenized_bleu']:.2f}  chrF {result['chrf']:.2f}  "
             f"BP {result['brevity_penalty']:.3f} (length {result['hyp_length']}/{result['ref_length']})  "

@@ -12,6 +12,7 @@ import os
 
 import ml_collections
 
+from transformer_jax.data.tokenizer import Tokenizer
 from transformer_jax.decode.restore import load_tokenizer, named_steps, restore_run
 from transformer_jax.export import ctranslate2 as ct2
 from transformer_jax.run import folder
@@ -21,15 +22,11 @@ RECORD_FILE = "transformer_jax_export.json"
 EXPORTER_VERSION = 1  # raise when transformer_jax/export/ctranslate2.py maps anything differently: exports redone
 
 
-def record(workdir: str, checkpoint: str, quantization: str, steps: list[int] | None = None,
-           config: ml_collections.ConfigDict | None = None) -> dict:
-    """What an up-to-date export of ``checkpoint`` (``steps``: the ones it names now) with ``quantization`` holds
-    (``config``: the run's, None reads its config.json)."""
-    config = folder.load_config(workdir) if config is None else config
-    steps = named_steps(workdir, checkpoint, config) if steps is None else steps
+def record(checkpoint: str, quantization: str, steps: list[int], vocabulary: str) -> dict:
+    """What an up-to-date export of ``checkpoint`` (``steps``: the ones it names now) with ``quantization`` holds;
+    ``vocabulary`` is the run's tokenizer fingerprint."""
     return {"engine": ENGINE, "exporter_version": EXPORTER_VERSION, "ctranslate2": ct2.require().__version__,
-            "checkpoint": checkpoint, "steps": list(steps), "quantization": quantization,
-            "vocabulary": load_tokenizer(workdir, config).fingerprint}
+            "checkpoint": checkpoint, "steps": list(steps), "quantization": quantization, "vocabulary": vocabulary}
 
 
 def read_record(out: str) -> dict | None:
@@ -65,19 +62,21 @@ def export(workdir: str, checkpoint: str, quantization: str, out: str,
     _check_out(out)
     run = restore_run(workdir, checkpoint, config=config)
     ct2.save(ct2.transformer_spec(run.config, run.params, ct2.vocabulary(run.tokenizer)), out, quantization)
-    written = record(workdir, checkpoint, quantization, list(run.steps), config)
+    written = record(checkpoint, quantization, list(run.steps), run.tokenizer.fingerprint)
     with open(os.path.join(out, RECORD_FILE), "w") as f:
         json.dump({**written, "workdir": os.path.abspath(workdir)}, f, indent=2)  # (where from: not compared)
     return written
 
 
-def up_to_date(workdir: str, checkpoint: str, quantization: str,
-               config: ml_collections.ConfigDict | None = None) -> tuple[str, bool]:
+def up_to_date(workdir: str, checkpoint: str, quantization: str, config: ml_collections.ConfigDict | None = None,
+               tokenizer: Tokenizer | None = None) -> tuple[str, bool]:
     """The run folder's export of ``checkpoint`` with ``quantization``, made or remade if it is missing or stale:
-    (its folder, whether it was reused as it was). ``config``: the run's (None reads config.json)."""
+    (its folder, whether it was reused as it was). ``config`` and ``tokenizer``: the run's, as the caller holds them
+    (None reads them from the run folder)."""
     config = folder.load_config(workdir) if config is None else config
+    tokenizer = load_tokenizer(workdir, config) if tokenizer is None else tokenizer
     out = folder.export_path(workdir, ENGINE, checkpoint, quantization)
-    wanted = record(workdir, checkpoint, quantization, config=config)
+    wanted = record(checkpoint, quantization, named_steps(workdir, checkpoint, config), tokenizer.fingerprint)
     if {k: v for k, v in (read_record(out) or {}).items() if k in wanted} == wanted:
         return out, True
     export(workdir, checkpoint, quantization, out, config)

@@ -11,8 +11,9 @@ its length limit, as exactly one tree over exactly the input's ``n`` words, as
 **Pieces and symbols.** The output's *symbols* are ``(LABEL`` and ``)LABEL`` for each constituent label and the
 leaf slots (``XX``, or the POS tags with ``pos_tags=True``). SentencePiece encodes each symbol, a whitespace-free
 word, independently of its neighbours, as one piece that starts with the word boundary ``▁`` and zero or more
-pieces without it: the parsing demo's vocabulary writes ``(NP`` as ``▁(`` ``NP`` and ``XX`` as ``▁XX``, and a rare
-WSJ label may take several pieces (``▁(`` ``WH`` ``ADJP``). The symbols' piece sequences (each symbol's
+pieces without it: a vocabulary that keeps letters and punctuation apart (SentencePiece's default) writes ``(NP``
+as ``▁(`` ``NP``, the parsing demo's (``config.data.tokenizer_split_by_script=False``) as ``▁(NP``, ``XX`` is
+``▁XX``, and a rare WSJ label may take several pieces (``▁(`` ``WH`` ``ADJP``). The symbols' piece sequences (each symbol's
 ``tokenizer.encode``, the segmentation the model was trained on) form a trie; a hypothesis' position in the symbol
 being spelled is a trie node, and a node may both end a symbol and continue into a longer one (``(S`` and
 ``(SBAR`` = ``▁(`` ``S`` ``BAR``), so a symbol is applied to the tree state only when the next symbol (a piece
