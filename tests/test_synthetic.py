@@ -277,3 +277,27 @@ def test_numbers_translate(pairs):
                 assert english[w.lower()] in de.lower().split(), (en, de)
                 checked += 1
     assert checked >= 50
+
+
+@pytest.mark.parametrize("source_name", ["synthetic", "synthetic_parse"])
+def test_a_held_out_split_is_read_without_drawing_train(source_name, monkeypatch):
+    """Scoring dev or test must not draw the (e.g. 200K) training pairs again, and must give the same pairs as the
+    whole generation (held-out splits are drawn first, from their own streams)."""
+    from types import SimpleNamespace
+
+    from transformer_jax.data.sources import get_source
+    from transformer_jax.parsing.trees import linearize
+
+    sizes = {"seed": 1, "train_size": 300, "dev_size": 7, "test_size": 9}
+    generate = syn.generate_splits if source_name == "synthetic" else syn.generate_parse_splits
+    whole = generate(**sizes)
+    drawn = []
+    real = syn._draw
+    monkeypatch.setattr(syn, "_draw", lambda rng, n, *args: drawn.append(n) or real(rng, n, *args))
+    source = get_source(SimpleNamespace(source=source_name, synthetic=sizes, source_lang="en",
+                                        target_lang="tree" if source_name == "synthetic_parse" else "de"))
+    for split in ("dev", "test"):
+        target = (lambda de: de) if source_name == "synthetic" else linearize
+        assert source.load(split) == [(en, target(out)) for en, out in whole[split]]
+    assert 300 not in drawn
+    assert len(source.load("train")) == 300 and 300 in drawn

@@ -256,24 +256,24 @@ class SyntheticParseSource(TreebankSource):
     (:func:`transformer_jax.data.synthetic.generate_parse_splits`, ``config.data.synthetic`` its arguments).
 
     The grammar builds its trees as :class:`~transformer_jax.parsing.trees.Tree` objects already in normal form (no
-    empty elements or function tags), so they are used as generated and kept in memory after the first call.
+    empty elements or function tags), so they are used as generated and each split is kept in memory once read.
     """
 
     name = "synthetic_parse"
 
     def __init__(self, data_config: object):
         super().__init__(data_config)
-        self._splits: dict[str, list[Tree]] | None = None
+        self._splits: dict[str, list[Tree]] = {}  # each split drawn once, when first read
 
     def _kwargs(self) -> dict:
         return synthetic_kwargs(self.config)
 
     def _trees(self, split: str) -> Iterator[Tree]:
-        if self._splits is None:
+        if split not in self._splits:
             from transformer_jax.data import synthetic  # lazy: only this source needs it
 
-            splits = synthetic.generate_parse_splits(**self._kwargs())
-            self._splits = {name: [tree for _, tree in pairs] for name, pairs in splits.items()}
+            pairs = synthetic.one_split(synthetic.generate_parse_splits, split, **self._kwargs())
+            self._splits[split] = [tree for _, tree in pairs]
         yield from self._splits[split]
 
     def cache_key(self, split: str) -> str:

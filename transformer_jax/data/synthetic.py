@@ -53,7 +53,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from transformer_jax.data.synthetic_clauses import Clause, english_tree, render
 from transformer_jax.data.synthetic_derivation import MAX_WORDS, MIN_WORDS, generate_pair, generate_parse_pair
@@ -84,7 +84,7 @@ __all__ = [
     "PHRASE_LABELS", "POS_TAGS", "PREPOSITIONS", "VERBS", "Adjective", "Adverb", "Clause", "Noun", "Preposition",
     "SyntheticConfig", "Verb", "english_number", "english_tree", "generate_pair", "generate_parse_pair",
     "generate_parse_splits", "generate_splits", "german_finite_forms", "german_number", "lemma_count", "noun_phrase",
-    "prepositional_phrase", "render",
+    "one_split", "prepositional_phrase", "render",
 ]
 
 
@@ -119,6 +119,17 @@ def _splits(seed: int, sizes: dict[str, int], draw: Callable[[random.Random], tu
     out = {split: _draw(random.Random(f"synthetic/{seed}/{split}"), sizes[split], held_out, split != "train", draw)
            for split in ("test", "dev", "train")}
     return {split: out[split] for split in ("train", "dev", "test")}
+
+
+def one_split(generate: Callable[..., dict[str, list[_T]]], split: str, **kwargs: Any) -> list[_T]:
+    """``generate(**kwargs)[split]`` (``generate``: :func:`generate_splits` or :func:`generate_parse_splits`).
+
+    Dev and test are drawn before train and never depend on its size, so they are drawn without it: scoring a
+    demo's dev split does not draw its 200K training pairs again.
+    """
+    if split != "train":
+        kwargs = {**kwargs, "train_size": 0}
+    return generate(**kwargs)[split]
 
 
 def generate_splits(seed: int = 0, train_size: int = 100_000, dev_size: int = 1_000, test_size: int = 1_000

@@ -266,16 +266,16 @@ class SyntheticSource(Source):
 
     def __init__(self, data_config: Any):
         super().__init__(data_config)
-        self._splits: dict[str, list[Pair]] | None = None
+        self._splits: dict[str, list[Pair]] = {}  # each split drawn once, when first read
 
     def _kwargs(self) -> dict[str, Any]:
         return synthetic_kwargs(self.config)
 
     def _raw_pairs(self, split: str) -> Iterator[Pair]:
-        if self._splits is None:
+        if split not in self._splits:
             from transformer_jax.data import synthetic  # lazy: only this source needs it
 
-            self._splits = synthetic.generate_splits(**self._kwargs())
+            self._splits[split] = synthetic.one_split(synthetic.generate_splits, split, **self._kwargs())
         swap = self.source_lang == "de"  # generate_splits yields (en, de)
         for en, de in self._splits[split]:
             yield (de, en) if swap else (en, de)
