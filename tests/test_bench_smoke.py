@@ -18,6 +18,7 @@ from transformer_jax.model.size import flops_per_target_token
 REPO = Path(__file__).parent.parent
 
 
+@pytest.mark.slow  # ~40 s on 2 cores: the slow step (README), keeping the default run under ~10 minutes
 def test_accelerator_check_smoke():
     env = {**os.environ, "PYTHON": sys.executable, "JAX_PLATFORMS": "cpu"}
     proc = subprocess.run(["bash", str(REPO / "bench" / "accelerator_check.sh"), "--smoke"], capture_output=True,

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
+import pytest
 
 import tiny_setup as tiny
 from transformer_jax.run import folder
@@ -66,6 +67,7 @@ def final_state(workdir: Path, step: int) -> dict:
     return {"state": state, "data": data}
 
 
+@pytest.mark.slow  # two processes train, one is stopped and both resume (~2 min on 2 cores): the slow step
 def test_a_skewed_clock_and_a_sigterm_on_one_host(tmp_path, coordinator_port):
     # Host 1's clock jumps 10 minutes (one safety-save interval) after its 3rd reading. Had each host asked its own
     # clock, host 1 alone would enter orbax's collective save and the run would hang; only host 0's clock counts.
@@ -103,6 +105,7 @@ def test_a_skewed_clock_and_a_sigterm_on_one_host(tmp_path, coordinator_port):
         assert np.array_equal(a, b), f"{jax.tree_util.keystr(path)} differs after the SIGTERM and resume"
 
 
+@pytest.mark.slow  # two processes train to a safety save (~45 s on 2 cores): the slow step
 def test_host_zeros_clock_decides_a_safety_save_for_every_host(tmp_path, coordinator_port):
     """The other way round: host 0's clock jumps, and both hosts take the same safety save (then pruned, being
     neither on the schedule nor the newest)."""

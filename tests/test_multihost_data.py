@@ -16,6 +16,7 @@ from transformer_jax.data.sources import DataError
 from transformer_jax.train import trainer
 
 
+@pytest.mark.slow  # process 1 waits out a slow preparation (~1 min on 2 cores): the slow step
 def test_a_slow_preparation_on_process_0_keeps_process_1_out_of_collectives(tmp_path, coordinator_port):
     """Process 0 prepares 8 s longer than usual (WMT14's hour, shortened); process 1 waits by polling the workdir,
     enters no collective before the data is recorded, and both train to the end. Both processes report the same PID

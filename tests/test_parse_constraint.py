@@ -3,6 +3,7 @@ exactly the input's words, every gold linearisation passes it, and illegal steps
 demo's kind of SentencePiece vocabulary and with a hand-made one whose symbols take one or several pieces."""
 
 import functools
+from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
@@ -10,10 +11,11 @@ import numpy as np
 import pytest
 
 from transformer_jax.data import synthetic
+from transformer_jax.data.ptb import SyntheticParseSource
 from transformer_jax.data.tokenizer import EOS_ID, Tokenizer
 from transformer_jax.decode.beam_search import Constraint, beam_search, greedy_search
-from transformer_jax.parsing.constraint import WORD_BOUNDARY, TreeConstraint, tree_symbols
-from transformer_jax.parsing.trees import TreeError, delinearize, linearize
+from transformer_jax.parsing.constraint import WORD_BOUNDARY, TreeConstraint
+from transformer_jax.parsing.trees import TreeError, delinearize, linearize, tree_symbols
 
 
 class PieceList:
@@ -223,6 +225,13 @@ def test_words_are_counted_like_str_split(small_vocab, parse_data):
 def test_tree_symbols_and_bad_vocabularies():
     assert tree_symbols(["(S (NP XX )NP XX )S", "(FRAG XX )FRAG"]) == (["FRAG", "NP", "S"], ["XX"])
     assert tree_symbols(["(S (NP DT NN )NP . )S"], pos_tags=True) == (["NP", "S"], [".", "DT", "NN"])
+    # The synthetic grammar's source gives its own label set without drawing the training pairs: the same set
+    # its training trees use (given enough of them), with and without POS tags.
+    for pos_tags in (False, True):
+        data = SimpleNamespace(synthetic={"seed": 0, "train_size": 3000, "dev_size": 5, "test_size": 5},
+                               pos_tags=pos_tags)
+        source = SyntheticParseSource(data)
+        assert source.tree_symbols() == tree_symbols((t for _, t in source.pairs("train")), pos_tags)
     with pytest.raises(ValueError, match="starts with"):  # symbols that do not start a word: no boundary
         TreeConstraint(PieceList(["(", ")", "S", "XX"], boundary=""), ["S"], eos_id=EOS_ID)
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from transformer_jax.data.corpus import SPLITS, DataError, Pair, Source, config_value, synthetic_kwargs
 from transformer_jax.data.files import file_stamp, read_lines
-from transformer_jax.parsing.trees import Tree, TreeError, linearize, normalize, read_trees
+from transformer_jax.parsing.trees import XX, Tree, TreeError, linearize, normalize, read_trees, tree_symbols
 
 WSJ_SPLITS: dict[str, tuple[int, ...]] = {"train": tuple(range(2, 22)), "dev": (22,), "test": (23,)}
 _SECTION = re.compile(r"\d\d")
@@ -198,6 +198,11 @@ class TreebankSource(Source):
             except TreeError as e:
                 raise DataError(f"{self.name}/{split}, tree {number}: {e}") from None
 
+    def tree_symbols(self) -> tuple[list[str], list[str]]:
+        """The constituent labels and leaf symbols an output may use (the tree constraint's): those of the training
+        targets (:func:`~transformer_jax.parsing.trees.tree_symbols`)."""
+        return tree_symbols((target for _, target in self.pairs("train")), self._pos_tags())
+
     def gold_trees(self, split: str) -> list[Tree]:
         """The normalised gold trees of ``split`` (with POS tags), in the order of :meth:`pairs`."""
         return list(self._trees(split))
@@ -275,6 +280,13 @@ class SyntheticParseSource(TreebankSource):
             pairs = synthetic.one_split(synthetic.generate_parse_splits, split, **self._kwargs())
             self._splits[split] = [tree for _, tree in pairs]
         yield from self._splits[split]
+
+    def tree_symbols(self) -> tuple[list[str], list[str]]:
+        """The grammar's own labels and tags (:mod:`transformer_jax.data.synthetic_trees`), without drawing the training
+        pairs again."""
+        from transformer_jax.data.synthetic_trees import PHRASE_LABELS, POS_TAGS  # lazy, as above
+
+        return sorted(PHRASE_LABELS), sorted(POS_TAGS) if self._pos_tags() else [XX]
 
     def cache_key(self, split: str) -> str:
         return json.dumps([super().cache_key(split), self._kwargs()], sort_keys=True, default=str)

@@ -21,19 +21,19 @@ from transformer_jax.data.sources import get_source
 from transformer_jax.data.tokenizer import EOS_ID, PAD_ID, Tokenizer
 from transformer_jax.decode.beam_search import Constraint, beam_search, greedy_search, sample
 from transformer_jax.model.transformer import START_ID
-from transformer_jax.parsing.constraint import TreeConstraint, tree_symbols
+from transformer_jax.parsing.constraint import TreeConstraint
 
 
 def tree_constraint(config: ml_collections.ConfigDict, tokenizer: Tokenizer) -> TreeConstraint | None:
     """The well-formed-tree constraint of a parsing run with ``config.decode.tree_constraint``, else None.
 
     An output may use the constituent labels (and, with ``config.data.pos_tags``, the POS tags) of the run's
-    training trees, spelled as its tokenizer spells them.
+    treebank (its source's ``tree_symbols``: those of the training trees, or the synthetic grammar's own), spelled as
+    its tokenizer spells them.
     """
     if config.get("task", "translation") != "parsing" or not config.decode.get("tree_constraint", False):
         return None
-    pos_tags = bool(config.data.get("pos_tags", False))
-    labels, leaves = tree_symbols((target for _, target in get_source(config.data).pairs("train")), pos_tags)
+    labels, leaves = get_source(config.data).tree_symbols()
     return TreeConstraint(tokenizer, labels, leaves, eos_id=EOS_ID, pad_id=PAD_ID)
 
 

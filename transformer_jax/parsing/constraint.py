@@ -35,7 +35,7 @@ once, on the host, from the tokenizer.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
 import jax
@@ -73,29 +73,12 @@ class TreeState(NamedTuple):
     n_words: jax.Array  # int32[N]: the input's word count, the number of leaf slots the tree must have
 
 
-def tree_symbols(linearized: Iterable[str], pos_tags: bool = False) -> tuple[list[str], list[str]]:
-    """The constituent labels and the leaf symbols of linearised trees (e.g. a run's training targets), sorted.
-
-    Leaf symbols are ``[XX]`` unless ``pos_tags`` (then every token that is not a bracket: the POS tags seen).
-    """
-    labels: set[str] = set()
-    tags: set[str] = set()
-    for line in linearized:
-        for token in line.split():
-            if token[0] in "()":
-                if len(token) > 1:
-                    labels.add(token[1:])
-            elif pos_tags:
-                tags.add(token)
-    return sorted(labels), sorted(tags) if pos_tags else [XX]
-
-
 class TreeConstraint:
     """The tree automaton over one tokenizer's pieces (module docstring); jittable ``allowed`` and ``advance``.
 
     Args:
         tokenizer: the run's tokenizer (``vocab_size``, ``id_to_piece``, ``encode``).
-        labels: the constituent labels an output may use (:func:`tree_symbols` of the training targets).
+        labels: the constituent labels an output may use (the source's `tree_symbols`, e.g. of the training targets).
         leaves: the leaf-slot symbols (``[XX]``, or the POS tags).
         eos_id: the end-of-sentence id (``encode`` appends it; it ends a tree).
         pad_id: the padding id (no word, never allowed).

@@ -31,7 +31,7 @@ is scored:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 XX = "XX"  # GaFL's single normalised POS tag
@@ -242,3 +242,20 @@ def delinearize(
     if roots[0].is_preterminal:
         raise TreeError("a POS tag is not a parse: the root must be a constituent.")
     return roots[0]
+
+
+def tree_symbols(linearized: Iterable[str], pos_tags: bool = False) -> tuple[list[str], list[str]]:
+    """The constituent labels and the leaf symbols of linearised trees (e.g. a run's training targets), sorted.
+
+    Leaf symbols are ``[XX]`` unless ``pos_tags`` (then every token that is not a bracket: the POS tags seen).
+    """
+    labels: set[str] = set()
+    tags: set[str] = set()
+    for line in linearized:
+        for token in line.split():
+            if token[0] in "()":
+                if len(token) > 1:
+                    labels.add(token[1:])
+            elif pos_tags:
+                tags.add(token)
+    return sorted(labels), sorted(tags) if pos_tags else [XX]
