@@ -27,8 +27,8 @@ def get_config() -> ml_collections.ConfigDict:
     m.dropout_rate = m.attention_dropout_rate = 0.0  # each training pair is seen about once: nothing to overfit
     d = c.data
     d.source = "synthetic_parse"
-    # 200K pairs, more than the run reads: at 40K (WSJ's size) the model overfits without dropout and learns more
-    # slowly with it (experiments/results/parsing_synthetic/demo/NOTES.md)
+    # 200K pairs, about as many as the run reads: at 40K (WSJ's size) it overfits without dropout
+    # (experiments/results/parsing_synthetic/demo/NOTES.md: the settings tried)
     d.synthetic = ml_collections.ConfigDict(dict(seed=0, train_size=200_000, dev_size=500, test_size=1_000))
     d.tokenizer_split_by_script = False  # "(NP" one piece, not "▁(" "NP": about a third fewer target pieces
     d.tokens_per_batch = 4096
