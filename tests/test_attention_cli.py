@@ -96,6 +96,7 @@ def written(procs, name: str) -> tuple[dict, dict]:
         return record, {key: npz[key] for key in npz.files}
 
 
+@pytest.mark.slow  # trains the module's run (~1 min on 2 cores): the slow step
 def test_the_weights_are_the_models_own_softmax_rows(procs, run):
     """The .npz equals a direct `attention_weights` pass on the same ids (there padded: 3 more source and target
     positions): every live query row sums to 1, padding and the future get exactly 0, padded queries nothing."""
@@ -117,6 +118,7 @@ def test_the_weights_are_the_models_own_softmax_rows(procs, run):
     assert (npz["decoder"][..., np.triu(np.ones((t, t), bool), 1)] == 0.0).all()  # the future
 
 
+@pytest.mark.slow  # trains the module's run (~1 min on 2 cores): the slow step
 def test_without_target_the_runs_own_beam_output_is_forced(procs, run):
     record, npz = written(procs, "beam")
     assert record["target_from"] == "beam" and record["sentence"] == SENTENCE
@@ -129,6 +131,7 @@ def test_without_target_the_runs_own_beam_output_is_forced(procs, run):
     assert record["lines"] == {"kind": "encoder", "layer": 1, "heads": [1, 2]}  # default: last encoder layer
 
 
+@pytest.mark.slow  # trains the module's run (~1 min on 2 cores): the slow step
 def test_a_given_target_is_forced_and_the_pieces_are_the_tokenizers(procs, run):
     record, npz = written(procs, "given")
     assert record["target_from"] == "given" and record["target"] == TARGET and record["decoding"] is None
@@ -153,6 +156,7 @@ def test_bad_flags_are_one_line_with_status_2(procs):
         assert not os.path.exists(procs[name][1])  # refused before anything was written
 
 
+@pytest.mark.slow  # trains the module's run (~1 min on 2 cores): the slow step
 def test_a_sentence_of_the_dev_split_is_drawn_by_its_index(procs, run, dev_index):
     """--split=dev --index=N: the dev split's Nth sentence (from 1), read through the run's data source as
     `evaluate` reads it (the synthetic corpus is in no file of the run folder), with its reference in attention.json."""

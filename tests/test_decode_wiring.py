@@ -23,6 +23,8 @@ import pytest
 import tiny_setup as tiny
 from transformer_jax.train.trainer import train
 
+pytestmark = pytest.mark.slow  # decode/evaluate subprocesses on a trained run (~1 min on 2 cores): the slow step
+
 HERE = Path(__file__).parent
 REPO = HERE.parent
 RECORDER = HERE / "scripts" / "record_search.py"

@@ -59,7 +59,7 @@ def test_a_parsing_run_is_scored_with_evalb_through_the_cli(tmp_path):
                  "--config.data.tokens_per_batch=1024", "--config.data.max_length=128",
                  "--config.data.num_length_buckets=1",
                  *[f"--config.data.synthetic.{k}={v}" for k, v in SYNTHETIC.items()],
-                 "--config.train.num_steps=10", "--config.train.warmup_steps=5",
+                 "--config.train.num_steps=10", "--config.train.warmup_steps=5", "--config.train.cooldown_steps=5",
                  "--config.train.checkpoint_every_steps=10", "--config.train.eval_every_steps=10",
                  "--config.decode.beam_size=2", "--config.decode.max_length_offset=20"]
     train = run_all({"train": ["train", "--config=configs/parsing_demo.py", f"--workdir={workdir}",
