@@ -36,15 +36,21 @@ WSJ_SPLITS: dict[str, tuple[int, ...]] = {"train": tuple(range(2, 22)), "dev": (
 _SECTION = re.compile(r"\d\d")
 
 
+def _folder(root: str | os.PathLike) -> Path:
+    """``root`` with ``~`` expanded; a DataError when it is not a folder."""
+    folder = Path(os.path.expanduser(str(root)))
+    if not folder.is_dir():
+        raise DataError(f"Penn Treebank folder not found: {folder}")
+    return folder
+
+
 def find_sections(root: str | os.PathLike) -> dict[int, Path]:
     """The WSJ section folders under ``root`` (``root/wsj/NN`` or ``root/NN``), by section number.
 
     Raises:
         DataError: ``root`` is not a folder, or holds no numbered section folders.
     """
-    root = Path(os.path.expanduser(str(root)))
-    if not root.is_dir():
-        raise DataError(f"Penn Treebank folder not found: {root}")
+    root = _folder(root)
     for base in (root / "wsj", root / "WSJ", root):
         if base.is_dir():
             sections = {int(p.name): p for p in base.iterdir() if p.is_dir() and _SECTION.fullmatch(p.name)}
@@ -94,13 +100,6 @@ def _wsj_files(root: str | os.PathLike, split: str) -> list[Path]:
             raise DataError(f"{sections[s]}: no .mrg files in WSJ section {s:02d}.")
         files += found
     return files
-
-
-def _folder(root: str | os.PathLike) -> Path:
-    folder = Path(os.path.expanduser(str(root)))
-    if not folder.is_dir():
-        raise DataError(f"Treebank folder not found: {folder}")
-    return folder
 
 
 def _ratio_files(root: str | os.PathLike, split: str, ratio: str) -> list[Path]:

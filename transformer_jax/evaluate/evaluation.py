@@ -70,11 +70,13 @@ def score_line(result: dict) -> str:
     where = f"{result['checkpoint']}, {result['decode_seconds']:.1f} s"
     if "f1" in result:  # parsing (§6.3)
         cutoff = next((key for key in result if key.startswith("len<=")), None)  # EVALB's second summary
-        short = result.get(cutoff, {})
-        short = (f"; ≤ {cutoff[5:]} words: F1 {short['f1']:.2f}  exact match {short['exact_match']:.2f} "
-                 f"({short['sentences']} sentences)") if short else ""
+        below = ""
+        if cutoff:
+            s = result[cutoff]
+            below = (f"; ≤ {cutoff.removeprefix('len<=')} words: F1 {s['f1']:.2f}  exact match "
+                     f"{s['exact_match']:.2f} ({s['sentences']} sentences)")
         return (f"{result['split']}: F1 {result['f1']:.2f}  precision {result['precision']:.2f}  recall "
-                f"{result['recall']:.2f}  exact match {result['exact_match']:.2f}{short}  "
+                f"{result['recall']:.2f}  exact match {result['exact_match']:.2f}{below}  "
                 f"({result['sentences']} sentences, {result['errors']} EVALB errors, {result['repaired']} outputs "
                 f"repaired; {where})")
     return (f"{result['split']}: sacreBLEU {result['sacrebleu']:.2f}  lowercased {result['sacrebleu_lowercase']:.2f}  "
